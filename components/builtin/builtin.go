@@ -1,0 +1,19 @@
+// Package builtin registers gompi's own frameworks and components. Importing
+// it (package mpi and the tools do) makes the whole in-tree catalogue
+// available; each component package stays free of init-time side effects.
+package builtin
+
+import (
+	// The frameworks register themselves; components of later issues are
+	// listed in the RegisterBuiltin call below.
+	_ "github.com/gompi/gompi/frameworks/btl"
+	_ "github.com/gompi/gompi/frameworks/coll"
+	_ "github.com/gompi/gompi/frameworks/group"
+	_ "github.com/gompi/gompi/frameworks/llp"
+	_ "github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mca"
+)
+
+func init() {
+	mca.RegisterBuiltin()
+}

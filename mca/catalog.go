@@ -1,0 +1,211 @@
+package mca
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+
+	"github.com/gompi/gompi/params"
+)
+
+// Entry is a component in the catalogue.
+type Entry struct {
+	Component Component
+	Info      Info
+	Origin    Origin
+	Framework *Framework
+	// Priority is the <fw>_<comp>_priority parameter, nil in frameworks
+	// without priorities.
+	Priority *params.Param
+}
+
+// Catalog knows every framework and component and every parameter they
+// declared. It is filled at initialisation and frozen when the first Base is
+// made from it. The process has one (Default); tests may make their own.
+type Catalog struct {
+	mu         sync.RWMutex
+	frozen     bool
+	reg        *params.Registry
+	frameworks map[string]*Framework
+	components map[string][]*Entry // by framework, sorted by name
+}
+
+// NewCatalog returns an empty catalogue with the parameter system's own
+// parameters registered.
+func NewCatalog() *Catalog {
+	return &Catalog{
+		reg:        params.NewRegistry(),
+		frameworks: map[string]*Framework{},
+		components: map[string][]*Entry{},
+	}
+}
+
+var defaultCatalog = NewCatalog()
+
+// Default returns the process's catalogue, the one that Register,
+// RegisterBuiltin and RegisterFramework fill.
+func Default() *Catalog { return defaultCatalog }
+
+// RegisterFramework adds fw to the default catalogue. Call it from the
+// framework package's init function.
+func RegisterFramework(fw *Framework) { defaultCatalog.RegisterFramework(fw) }
+
+// Register adds a component linked in from outside gompi to the default
+// catalogue. Call it from an init function.
+func Register(c Component) { defaultCatalog.Register(c, Linked) }
+
+// RegisterBuiltin adds gompi's own components; components/builtin calls it.
+func RegisterBuiltin(cs ...Component) {
+	for _, c := range cs {
+		defaultCatalog.Register(c, Builtin)
+	}
+}
+
+var (
+	frameworkNameRE = regexp.MustCompile(`^[a-z][a-z0-9]*$`)
+	componentNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+)
+
+// projects are name spaces of project-wide parameters; no framework may take
+// their names.
+var projects = map[string]bool{"mca": true, "mpi": true, "all": true}
+
+// RegisterFramework adds a framework and its base parameters. It panics on a
+// malformed declaration, a duplicate, or a frozen catalogue.
+func (c *Catalog) RegisterFramework(fw *Framework) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fail := func(format string, a ...any) {
+		panic(fmt.Sprintf("mca: registering framework %q: ", fw.Name) + fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.frozen:
+		fail("the catalogue is frozen: frameworks register during initialisation")
+	case !frameworkNameRE.MatchString(fw.Name) || projects[fw.Name]:
+		fail("a framework name is lower case letters and digits, and not mca, mpi or all")
+	case c.frameworks[fw.Name] != nil:
+		fail("already registered")
+	case fw.Selection != SingleSelect && fw.Selection != MultiSelect:
+		fail("Selection must be SingleSelect or MultiSelect")
+	case fw.Description == "":
+		fail("a framework needs a Description")
+	}
+	c.frameworks[fw.Name] = fw
+	c.reg.Register(selectionParamDef(fw))
+	c.reg.Register(verboseParamDef(fw))
+	for _, d := range fw.Params {
+		d.Framework, d.Component = fw.Name, ""
+		c.reg.Register(d)
+	}
+}
+
+// Register adds a component with the given origin and calls its Register. It
+// panics on a missing or malformed name, an unknown framework, a duplicate,
+// an API major version that differs from the framework's, a component that
+// does not implement the framework's interface, or a frozen catalogue.
+func (c *Catalog) Register(comp Component, origin Origin) {
+	info := comp.Info()
+	c.mu.Lock()
+	fail := func(format string, a ...any) {
+		c.mu.Unlock()
+		panic(fmt.Sprintf("mca: registering component %s: ", info.ID()) + fmt.Sprintf(format, a...))
+	}
+	if c.frozen {
+		fail("the catalogue is frozen: components register during initialisation (from an init function)")
+	}
+	fw := c.frameworks[info.Framework]
+	switch {
+	case fw == nil:
+		fail("no framework %q is registered (known: %v); import its package from frameworks/", info.Framework, c.frameworkNamesLocked())
+	case !componentNameRE.MatchString(info.Name) || info.Name == "base" || info.Name == "all":
+		fail("a component name is lower case letters, digits and '_', and not base or all")
+	case info.API.Major != fw.API.Major:
+		fail("built for %s API %s, but this gompi has %s API %s (major versions must match)", fw.Name, info.API, fw.Name, fw.API)
+	}
+	for _, e := range c.components[fw.Name] {
+		if e.Info.Name == info.Name {
+			fail("a component of that name is already registered (%s)", e.Origin)
+		}
+	}
+	if fw.Check != nil {
+		if err := fw.Check(comp); err != nil {
+			fail("%v", err)
+		}
+	}
+	e := &Entry{Component: comp, Info: info, Origin: origin, Framework: fw}
+	list := append(c.components[fw.Name], e)
+	sort.Slice(list, func(i, j int) bool { return list[i].Info.Name < list[j].Info.Name })
+	c.components[fw.Name] = list
+	c.mu.Unlock()
+
+	// Parameters are registered outside the lock: Register may panic on a bad
+	// Def, and the registry has its own lock.
+	if fw.usesPriorities() {
+		e.Priority = c.reg.Register(priorityParamDef(fw, info))
+	}
+	comp.Register(&Registrar{reg: c.reg, framework: fw.Name, component: info.Name})
+}
+
+// Freeze forbids further registration of frameworks, components and
+// parameters.
+func (c *Catalog) Freeze() {
+	c.mu.Lock()
+	c.frozen = true
+	c.mu.Unlock()
+	c.reg.Freeze()
+}
+
+// Params returns the registry of every parameter in the catalogue.
+func (c *Catalog) Params() *params.Registry { return c.reg }
+
+// Frameworks returns the registered frameworks sorted by name.
+func (c *Catalog) Frameworks() []*Framework {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Framework, 0, len(c.frameworks))
+	for _, fw := range c.frameworks {
+		out = append(out, fw)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Framework returns the framework of that name, or nil.
+func (c *Catalog) Framework(name string) *Framework {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.frameworks[name]
+}
+
+// Components returns a framework's components sorted by name.
+func (c *Catalog) Components(framework string) []*Entry {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return append([]*Entry(nil), c.components[framework]...)
+}
+
+// FrameworkNames returns the registered framework names, sorted.
+func (c *Catalog) FrameworkNames() []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.frameworkNamesLocked()
+}
+
+func (c *Catalog) frameworkNamesLocked() []string {
+	out := make([]string, 0, len(c.frameworks))
+	for n := range c.frameworks {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// componentNames returns a framework's component names, sorted.
+func (c *Catalog) componentNames(framework string) []string {
+	var out []string
+	for _, e := range c.Components(framework) {
+		out = append(out, e.Info.Name)
+	}
+	return out
+}
