@@ -91,10 +91,12 @@ func NewBase(o Options) (*Base, error) {
 		errs = append(errs, uerr)
 	}
 
-	mcaLog := root.Named("mca")
+	for _, name := range append(cat.FrameworkNames(), cat.ProjectNames()...) {
+		v := b.vals.Get(b.paramOf(name + "_base_verbose"))
+		b.loggers[name] = newLogger(root.Named(name), int(v.Int()))
+	}
+	mcaLog := b.loggers["mca"]
 	for _, fw := range cat.Frameworks() {
-		v := b.vals.Get(b.paramOf(fw.Name + "_base_verbose"))
-		b.loggers[fw.Name] = newLogger(root.Named(fw.Name), int(v.Int()))
 		f, warns, err := b.parseFilter(fw)
 		if err != nil {
 			errs = append(errs, err)
@@ -138,19 +140,23 @@ func (b *Base) Get(p *params.Param) params.Value { return b.vals.Get(p) }
 // such parameter is registered, which is a programming error.
 func (b *Base) Lookup(name string) params.Value { return b.vals.Get(b.paramOf(name)) }
 
-// Logger returns a framework's logger. It panics for an unknown framework.
-func (b *Base) Logger(framework string) *Logger {
-	l, ok := b.loggers[framework]
+// Logger returns a framework's or a project's logger. It panics for an
+// unknown name.
+func (b *Base) Logger(name string) *Logger {
+	l, ok := b.loggers[name]
 	if !ok {
-		panic("mca: no framework " + framework)
+		panic("mca: no framework or project " + name)
 	}
 	return l
 }
 
+// Reporter reports whether this Base prints the once-per-job reports.
+func (b *Base) Reporter() bool { return b.reporter }
+
 // Warn prints a warning if this Base is the job's reporter.
 func (b *Base) Warn(msg string, kv ...any) {
 	if b.reporter {
-		b.root.Named("mca").Warn(msg, kv...)
+		b.loggers["mca"].Warn(msg, kv...)
 	}
 }
 

@@ -28,18 +28,37 @@ type Catalog struct {
 	frozen     bool
 	reg        *params.Registry
 	frameworks map[string]*Framework
+	projects   map[string]*Project
 	components map[string][]*Entry // by framework, sorted by name
 }
 
-// NewCatalog returns an empty catalogue with the parameter system's own
-// parameters registered.
+// NewCatalog returns a catalogue with the parameter system's own parameters
+// and the mca and mpi projects, and no framework.
 func NewCatalog() *Catalog {
-	return &Catalog{
+	c := &Catalog{
 		reg:        params.NewRegistry(),
 		frameworks: map[string]*Framework{},
+		projects:   map[string]*Project{},
 		components: map[string][]*Entry{},
 	}
+	c.RegisterProject(&Project{Name: "mca", Description: "The component architecture and its parameter system"})
+	c.RegisterProject(&Project{Name: "mpi", Description: "The MPI layer"})
+	return c
 }
+
+// Project is a name space of project-wide parameters (mpi_*, mca_*, rte_*)
+// with a logger of its own, set by <name>_base_verbose. It has no components.
+type Project struct {
+	Name        string
+	Description string
+	// Params are the project's parameters; their Framework field is filled
+	// in. Read them by name with Base.Lookup.
+	Params []params.Def
+}
+
+// RegisterProject adds a project to the default catalogue. Call it from an
+// init function.
+func RegisterProject(p *Project) { defaultCatalog.RegisterProject(p) }
 
 var defaultCatalog = NewCatalog()
 
@@ -67,9 +86,32 @@ var (
 	componentNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 )
 
-// projects are name spaces of project-wide parameters; no framework may take
-// their names.
-var projects = map[string]bool{"mca": true, "mpi": true, "all": true}
+// RegisterProject adds a project, its <name>_base_verbose and its
+// parameters. It panics on a malformed declaration, a name already taken by a
+// framework or project, or a frozen catalogue.
+func (c *Catalog) RegisterProject(p *Project) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fail := func(format string, a ...any) {
+		panic(fmt.Sprintf("mca: registering project %q: ", p.Name) + fmt.Sprintf(format, a...))
+	}
+	switch {
+	case c.frozen:
+		fail("the catalogue is frozen: projects register during initialisation")
+	case !frameworkNameRE.MatchString(p.Name) || p.Name == "all":
+		fail("a project name is lower case letters and digits, and not all")
+	case c.frameworks[p.Name] != nil || c.projects[p.Name] != nil:
+		fail("the name is already taken")
+	case p.Description == "":
+		fail("a project needs a Description")
+	}
+	c.projects[p.Name] = p
+	c.reg.Register(verboseParamDef(p.Name))
+	for _, d := range p.Params {
+		d.Framework, d.Component = p.Name, ""
+		c.reg.Register(d)
+	}
+}
 
 // RegisterFramework adds a framework and its base parameters. It panics on a
 // malformed declaration, a duplicate, or a frozen catalogue.
@@ -82,10 +124,10 @@ func (c *Catalog) RegisterFramework(fw *Framework) {
 	switch {
 	case c.frozen:
 		fail("the catalogue is frozen: frameworks register during initialisation")
-	case !frameworkNameRE.MatchString(fw.Name) || projects[fw.Name]:
-		fail("a framework name is lower case letters and digits, and not mca, mpi or all")
-	case c.frameworks[fw.Name] != nil:
-		fail("already registered")
+	case !frameworkNameRE.MatchString(fw.Name) || fw.Name == "all":
+		fail("a framework name is lower case letters and digits, and not all")
+	case c.frameworks[fw.Name] != nil || c.projects[fw.Name] != nil:
+		fail("the name is already taken")
 	case fw.Selection != SingleSelect && fw.Selection != MultiSelect:
 		fail("Selection must be SingleSelect or MultiSelect")
 	case fw.Description == "":
@@ -93,7 +135,7 @@ func (c *Catalog) RegisterFramework(fw *Framework) {
 	}
 	c.frameworks[fw.Name] = fw
 	c.reg.Register(selectionParamDef(fw))
-	c.reg.Register(verboseParamDef(fw))
+	c.reg.Register(verboseParamDef(fw.Name))
 	for _, d := range fw.Params {
 		d.Framework, d.Component = fw.Name, ""
 		c.reg.Register(d)
@@ -183,6 +225,34 @@ func (c *Catalog) Components(framework string) []*Entry {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	return append([]*Entry(nil), c.components[framework]...)
+}
+
+// Projects returns the registered projects sorted by name.
+func (c *Catalog) Projects() []*Project {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]*Project, 0, len(c.projects))
+	for _, p := range c.projects {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Project returns the project of that name, or nil.
+func (c *Catalog) Project(name string) *Project {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.projects[name]
+}
+
+// ProjectNames returns the registered project names, sorted.
+func (c *Catalog) ProjectNames() []string {
+	var out []string
+	for _, p := range c.Projects() {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // FrameworkNames returns the registered framework names, sorted.

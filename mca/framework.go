@@ -85,12 +85,12 @@ func selectionParamDef(fw *Framework) params.Def {
 	}
 }
 
-func verboseParamDef(fw *Framework) params.Def {
+func verboseParamDef(name string) params.Def {
 	return params.Def{
-		Name: fw.Name + "_base_verbose", Framework: fw.Name, Type: params.Int, Level: 8, Default: "0",
+		Name: name + "_base_verbose", Framework: name, Type: params.Int, Level: 8, Default: "0",
 		Range: &params.Range{Min: 0, Max: 100}, Values: verboseNames,
-		Help: fmt.Sprintf("Verbosity of the %s framework, 0–100: 0 errors only, 10 component open/decline/select decisions, "+
-			"40 per-connection events, 100 everything", fw.Name),
+		Help: fmt.Sprintf("Verbosity of %s, 0–100: 0 errors only, 10 component open/decline/select decisions, "+
+			"40 per-connection events, 100 everything", name),
 	}
 }
 

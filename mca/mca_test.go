@@ -309,7 +309,7 @@ func TestRegistrationPanics(t *testing.T) {
 		{"frozen", func(c *Catalog) { c.Freeze(); c.Register(&fake{fw: "multi", name: "x"}, Linked) }, "frozen"},
 		{"framework named like a project", func(c *Catalog) {
 			c.RegisterFramework(&Framework{Name: "mpi", Description: "x", Selection: SingleSelect})
-		}, "not mca, mpi or all"},
+		}, "the name is already taken"},
 		{"framework without selection kind", func(c *Catalog) {
 			c.RegisterFramework(&Framework{Name: "zz", Description: "x"})
 		}, "Selection"},

@@ -196,11 +196,6 @@ type paramInfo struct {
 	Disabled    bool       `json:"disabled"`
 }
 
-// projectGroups are the "frameworks" of project-wide parameters.
-var projectGroups = []string{"mca", "mpi"}
-
-func isProject(name string) bool { return name == "mca" || name == "mpi" }
-
 // collect gathers the facts the options ask for.
 func collect(b *mca.Base, o *options) (*document, error) {
 	cat := b.Catalog()
@@ -245,18 +240,15 @@ func collectParams(b *mca.Base, doc *document, fwName, compName string, level in
 	var groups []string
 	switch {
 	case fwName == "all":
-		groups = append(cat.FrameworkNames(), projectGroups...)
-	case isProject(fwName) || cat.Framework(fwName) != nil:
+		groups = append(cat.FrameworkNames(), cat.ProjectNames()...)
+	case cat.Project(fwName) != nil || cat.Framework(fwName) != nil:
 		groups = []string{fwName}
 	default:
 		return fmt.Errorf("no framework %q; frameworks: %s; project-wide parameters: %s",
-			fwName, strings.Join(cat.FrameworkNames(), ", "), strings.Join(projectGroups, ", "))
+			fwName, strings.Join(cat.FrameworkNames(), ", "), strings.Join(cat.ProjectNames(), ", "))
 	}
 	for _, g := range groups {
-		var entries []*mca.Entry
-		if !isProject(g) {
-			entries = cat.Components(g)
-		}
+		entries := cat.Components(g)
 		wantBase := compName == "all" || compName == "base"
 		var picked []*mca.Entry
 		for _, e := range entries {

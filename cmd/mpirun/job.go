@@ -1,0 +1,636 @@
+package main
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/rte"
+	"github.com/gompi/gompi/rte/pmi"
+)
+
+// killGrace is how long a rank may take to end after SIGTERM before it gets
+// SIGKILL; the whole job ends well within two seconds of a failure.
+const killGrace = 500 * time.Millisecond
+
+// exitTimeout is mpirun's exit status when --timeout expires, as timeout(1).
+const exitTimeout = 124
+
+type rankState struct {
+	rank        int
+	cmd         *exec.Cmd
+	pid         int
+	initialized bool
+	finalized   bool
+	exited      bool
+	status      syscall.WaitStatus
+	pmiConn     net.Conn
+}
+
+type event struct {
+	kind   string // "exit", "abort", "pmi-error"
+	rank   int
+	code   int
+	msg    string
+	status syscall.WaitStatus
+}
+
+type job struct {
+	o       *options
+	environ []string
+	stdin   io.Reader
+	stdout  io.Writer
+	stderr  io.Writer
+	outMu   sync.Mutex
+
+	program  string
+	buildDir string
+	cpus     []int // the cores ranks are bound to; nil for no binding
+
+	mu     sync.Mutex
+	ranks  []*rankState
+	events chan event
+	srv    *pmi.Server
+
+	watchdog *os.File // write end of the watchdog's lifeline
+
+	modexMu        sync.Mutex
+	modexPuts      map[string]string
+	modexLineBytes map[string]int64
+}
+
+func newJob(o *options, environ []string, stdin io.Reader, stdout, stderr io.Writer) (*job, error) {
+	j := &job{o: o, environ: environ, stdin: stdin, stdout: stdout, stderr: stderr,
+		events: make(chan event, 4*o.np+16), modexPuts: map[string]string{}, modexLineBytes: map[string]int64{}}
+	if err := j.resolveProgram(); err != nil {
+		j.cleanup()
+		return nil, err
+	}
+	if err := j.planBinding(); err != nil {
+		j.cleanup()
+		return nil, err
+	}
+	return j, nil
+}
+
+// resolveProgram finds the executable, building a Go source directory first.
+func (j *job) resolveProgram() error {
+	p := j.o.program
+	st, err := os.Stat(p)
+	if err == nil && st.IsDir() {
+		return j.build(p)
+	}
+	if !strings.Contains(p, "/") {
+		path, err := exec.LookPath(p)
+		if err != nil {
+			return fmt.Errorf("program %q: not found in PATH", p)
+		}
+		j.program = path
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("program %q: %v", p, errors.Unwrap(err))
+	}
+	if st.Mode()&0o111 == 0 {
+		return fmt.Errorf("program %q is not executable (mode %v)", p, st.Mode().Perm())
+	}
+	j.program, _ = filepath.Abs(p)
+	return nil
+}
+
+// build compiles a directory of Go source into a temporary executable.
+func (j *job) build(dir string) error {
+	matches, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+	if len(matches) == 0 {
+		return fmt.Errorf("program %q is a directory without Go source", dir)
+	}
+	tmp, err := os.MkdirTemp("", "gompi-build-")
+	if err != nil {
+		return err
+	}
+	j.buildDir = tmp
+	abs, _ := filepath.Abs(dir)
+	out := filepath.Join(tmp, filepath.Base(abs))
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = abs
+	cmd.Env = j.environ
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s: %v\n%s", dir, err, msg)
+	}
+	j.program = out
+	return nil
+}
+
+// planBinding chooses a core per rank: by default when there are no more
+// ranks than cores, as Open MPI does.
+func (j *job) planBinding() error {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil // cannot tell: do not bind
+	}
+	var cpus []int
+	for c := 0; c < 1024; c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	switch j.o.bind {
+	case "none":
+		return nil
+	case "core":
+		if j.o.np > len(cpus) {
+			return fmt.Errorf("--bind-to core: %d ranks but only %d cores to bind them to; use --bind-to none", j.o.np, len(cpus))
+		}
+	default:
+		if j.o.np > len(cpus) {
+			return nil
+		}
+	}
+	j.cpus = cpus
+	return nil
+}
+
+func (j *job) cleanup() {
+	if j.buildDir != "" {
+		os.RemoveAll(j.buildDir)
+	}
+}
+
+// rankEnv is the environment of one rank.
+func (j *job) rankEnv(rank int) []string {
+	drop := func(k string) bool {
+		return strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") ||
+			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv
+	}
+	set := map[string]string{}
+	var order []string
+	put := func(k, v string) {
+		if _, ok := set[k]; !ok {
+			order = append(order, k)
+		}
+		set[k] = v
+	}
+	for _, kv := range j.environ {
+		k, v, _ := strings.Cut(kv, "=")
+		if !drop(k) {
+			put(k, v)
+		}
+	}
+	for _, kv := range j.o.export {
+		k, v, _ := strings.Cut(kv, "=")
+		put(k, v)
+	}
+	// --mca beats -x OMPI_MCA_… and the inherited environment: the command
+	// line is the highest source.
+	for _, s := range j.o.mca {
+		put(params.EnvPrefix+s.Name, s.Value)
+		put(params.EnvSourcePrefix+s.Name, params.CommandLineMark)
+	}
+	n := strconv.Itoa(j.o.np)
+	r := strconv.Itoa(rank)
+	put("PMI_FD", "3")
+	put("PMI_RANK", r)
+	put("PMI_SIZE", n)
+	put("OMPI_COMM_WORLD_RANK", r)
+	put("OMPI_COMM_WORLD_SIZE", n)
+	put("OMPI_COMM_WORLD_LOCAL_RANK", r)
+	put("OMPI_COMM_WORLD_LOCAL_SIZE", n)
+	out := make([]string, len(order))
+	for i, k := range order {
+		out[i] = k + "=" + set[k]
+	}
+	return out
+}
+
+func (j *job) logf(format string, a ...any) {
+	j.outMu.Lock()
+	defer j.outMu.Unlock()
+	fmt.Fprintf(j.stderr, "mpirun: "+format+"\n", a...)
+}
+
+// run starts the ranks, serves them, and returns mpirun's exit status.
+func (j *job) run() int {
+	defer j.cleanup()
+	// Processes that ranks leave behind are reparented to mpirun rather
+	// than to init, so that mpirun can reap them.
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	if err := j.startWatchdog(); err != nil {
+		j.logf("%v", err)
+		return 1
+	}
+	j.startServer()
+
+	var stdin0 io.WriteCloser
+	var outputs sync.WaitGroup
+	for r := 0; r < j.o.np; r++ {
+		w, err := j.startRank(r, &outputs)
+		if err != nil {
+			j.logf("starting rank %d: %v", r, err)
+			j.terminateAll()
+			j.reapAll()
+			j.finishWatchdog()
+			return 1
+		}
+		if r == 0 {
+			stdin0 = w
+		}
+	}
+	if stdin0 != nil {
+		go func() {
+			if j.stdin != nil {
+				io.Copy(stdin0, j.stdin)
+			}
+			stdin0.Close()
+		}()
+	}
+
+	var timeout <-chan time.Time
+	if j.o.timeout > 0 {
+		t := time.NewTimer(time.Duration(j.o.timeout * float64(time.Second)))
+		defer t.Stop()
+		timeout = t.C
+	}
+
+	status := 0
+	failed := false
+	fail := func(code int, format string, a ...any) {
+		if failed {
+			return
+		}
+		failed = true
+		status = code
+		j.logf(format, a...)
+		go j.terminateAll()
+	}
+	aborted := map[int]bool{}
+	for j.running() > 0 {
+		select {
+		case ev := <-j.events:
+			switch ev.kind {
+			case "abort":
+				aborted[ev.rank] = true
+				code := ev.code
+				if code == 0 {
+					code = 1
+				}
+				fail(code, "rank %d (pid %d) called Abort with code %d: %s", ev.rank, j.pid(ev.rank), ev.code, ev.msg)
+			case "pmi-error":
+				j.logf("rank %d (pid %d) broke the PMI protocol: %s", ev.rank, j.pid(ev.rank), ev.msg)
+			case "exit":
+				rs := j.markExited(ev.rank, ev.status)
+				if failed || aborted[ev.rank] {
+					continue
+				}
+				switch ws := ev.status; {
+				case ws.Signaled():
+					fail(128+int(ws.Signal()), "rank %d (pid %d) exited on signal %d (%s)", ev.rank, rs.pid, int(ws.Signal()), signalName(ws.Signal()))
+				case ws.ExitStatus() != 0:
+					fail(ws.ExitStatus(), "rank %d (pid %d) exited with code %d", ev.rank, rs.pid, ws.ExitStatus())
+				case rs.initialized && !rs.finalized:
+					fail(1, "rank %d (pid %d) exited with code 0 without calling Finalize", ev.rank, rs.pid)
+				}
+			}
+		case <-timeout:
+			timeout = nil
+			fail(exitTimeout, "timeout after %gs: ending the job (ranks still running: %s)", j.o.timeout, j.stillRunning())
+		case s := <-sigs:
+			sig := s.(syscall.Signal)
+			fail(128+int(sig), "received signal %d (%s): ending the job", int(sig), signalName(sig))
+		}
+	}
+	// Ranks' background children and the output they hold go too.
+	j.signalAll(syscall.SIGKILL)
+	outputs.Wait()
+	j.srv.Shutdown()
+	j.finishWatchdog()
+	reapOrphans(200 * time.Millisecond)
+	if j.o.reportModex {
+		j.reportModex()
+	}
+	return status
+}
+
+func signalName(s syscall.Signal) string {
+	n := s.String()
+	if n == "" {
+		return "unknown"
+	}
+	return strings.ToUpper(n[:1]) + n[1:]
+}
+
+func (j *job) pid(rank int) int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if rank < len(j.ranks) && j.ranks[rank] != nil {
+		return j.ranks[rank].pid
+	}
+	return 0
+}
+
+func (j *job) running() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, r := range j.ranks {
+		if !r.exited {
+			n++
+		}
+	}
+	return n
+}
+
+func (j *job) stillRunning() string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []string
+	for _, r := range j.ranks {
+		if !r.exited {
+			out = append(out, strconv.Itoa(r.rank))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func (j *job) markExited(rank int, ws syscall.WaitStatus) *rankState {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	rs := j.ranks[rank]
+	rs.exited, rs.status = true, ws
+	return rs
+}
+
+// startServer makes the job's PMI server.
+func (j *job) startServer() {
+	var idb [4]byte
+	rand.Read(idb[:])
+	var cookie [rte.CookieLen]byte
+	rand.Read(cookie[:])
+	j.srv = pmi.NewServer(pmi.ServerConfig{
+		KVSName: rte.KVSPrefix + hex.EncodeToString(idb[:]),
+		Size:    j.o.np,
+		Preput: map[string]string{
+			rte.CookieKey:         hex.EncodeToString(cookie[:]),
+			rte.ProcessMappingKey: rte.FormatMapping(make([]int, j.o.np)),
+		},
+		Events: pmi.Events{
+			Init:     func(r int) { j.mu.Lock(); j.ranks[r].initialized = true; j.mu.Unlock() },
+			Finalize: func(r int) { j.mu.Lock(); j.ranks[r].finalized = true; j.mu.Unlock() },
+			Abort:    func(r, code int, msg string) { j.events <- event{kind: "abort", rank: r, code: code, msg: msg} },
+			Error:    func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
+			Put: func(r int, key, value string, n int) {
+				if !j.o.reportModex || !strings.HasPrefix(key, "m") {
+					return
+				}
+				j.modexMu.Lock()
+				j.modexPuts[key] = value
+				j.modexLineBytes[key] = int64(n)
+				j.modexMu.Unlock()
+			},
+		},
+	})
+}
+
+// startRank starts one rank in its own process group, bound to its core,
+// with its PMI socket as fd 3. It returns the write end of its stdin for
+// rank 0.
+func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("socketpair: %w", err)
+	}
+	childPMI := os.NewFile(uintptr(fds[1]), "pmi-child")
+	ourPMI := os.NewFile(uintptr(fds[0]), "pmi")
+	conn, err := net.FileConn(ourPMI)
+	ourPMI.Close()
+	if err != nil {
+		childPMI.Close()
+		return nil, err
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(j.program, j.o.args...)
+	cmd.Args[0] = j.o.program
+	cmd.Env = j.rankEnv(rank)
+	cmd.ExtraFiles = []*os.File{childPMI}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var stdinW io.WriteCloser
+	var stdinR *os.File
+	if rank == 0 {
+		if stdinR, stdinW, err = os.Pipe(); err != nil {
+			return nil, err
+		}
+		cmd.Stdin = stdinR
+	}
+	rs := &rankState{rank: rank, cmd: cmd, pmiConn: conn}
+	j.mu.Lock()
+	j.ranks = append(j.ranks, rs)
+	j.mu.Unlock()
+
+	cpu := -1
+	if j.cpus != nil {
+		cpu = j.cpus[rank%len(j.cpus)]
+	}
+	err = startOn(cmd, cpu)
+	childPMI.Close()
+	outW.Close()
+	errW.Close()
+	if stdinR != nil {
+		stdinR.Close()
+	}
+	if err != nil {
+		j.mu.Lock()
+		rs.exited = true
+		j.mu.Unlock()
+		conn.Close()
+		return nil, err
+	}
+	j.mu.Lock()
+	rs.pid = cmd.Process.Pid
+	j.mu.Unlock()
+	j.registerGroup(rs.pid)
+
+	go j.srv.Serve(rank, conn)
+	outputs.Add(2)
+	go j.forward(rank, outR, j.stdout, outputs)
+	go j.forward(rank, errR, j.stderr, outputs)
+	go func() {
+		cmd.Wait()
+		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		j.events <- event{kind: "exit", rank: rank, status: ws}
+	}()
+	return stdinW, nil
+}
+
+// startOn starts cmd on a thread bound to cpu, so that the child (and every
+// thread it makes) inherits the binding; -1 means no binding.
+func startOn(cmd *exec.Cmd, cpu int) error {
+	if cpu < 0 {
+		return cmd.Start()
+	}
+	done := make(chan error, 1)
+	go func() {
+		// The thread's mask is changed for good, so it must not run other
+		// goroutines: it stays locked and ends with this goroutine.
+		runtime.LockOSThread()
+		var set unix.CPUSet
+		set.Set(cpu)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			done <- fmt.Errorf("binding to core %d: %w", cpu, err)
+			return
+		}
+		done <- cmd.Start()
+	}()
+	return <-done
+}
+
+// forward copies a rank's output line by line, so that lines of different
+// ranks do not interleave, prefixed with [rank] under --tag-output.
+func (j *job) forward(rank int, r *os.File, w io.Writer, wg *sync.WaitGroup) {
+	defer wg.Done()
+	defer r.Close()
+	br := bufio.NewReaderSize(r, 64<<10)
+	prefix := ""
+	if j.o.tagOutput {
+		prefix = fmt.Sprintf("[%d] ", rank)
+	}
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			j.outMu.Lock()
+			io.WriteString(w, prefix)
+			w.Write(line)
+			if err != nil && err != bufio.ErrBufferFull && prefix != "" && line[len(line)-1] != '\n' {
+				io.WriteString(w, "\n")
+			}
+			j.outMu.Unlock()
+		}
+		if err != nil && err != bufio.ErrBufferFull {
+			return
+		}
+	}
+}
+
+// groups returns the process group of every rank that was started.
+func (j *job) groups() []int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var pids []int
+	for _, r := range j.ranks {
+		if r.pid > 0 {
+			pids = append(pids, r.pid)
+		}
+	}
+	return pids
+}
+
+// signalAll sends sig to every rank's process group.
+func (j *job) signalAll(sig syscall.Signal) {
+	for _, p := range j.groups() {
+		syscall.Kill(-p, sig)
+	}
+}
+
+// terminateAll ends every rank's process group: SIGTERM, then SIGKILL for
+// what is still there after a grace period.
+func (j *job) terminateAll() {
+	j.signalAll(syscall.SIGTERM)
+	deadline := time.Now().Add(killGrace)
+	for j.running() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	j.signalAll(syscall.SIGKILL)
+}
+
+// reapOrphans reaps the dead processes that ranks left behind (mpirun is
+// their subreaper), until none is left or the time is up.
+func reapOrphans(limit time.Duration) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
+		switch {
+		case err == syscall.ECHILD:
+			return
+		case pid > 0:
+			continue
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// reapAll waits for the ranks that were started.
+func (j *job) reapAll() {
+	for j.running() > 0 {
+		ev := <-j.events
+		if ev.kind == "exit" {
+			j.markExited(ev.rank, ev.status)
+		}
+	}
+}
+
+func (j *job) reportModex() {
+	j.modexMu.Lock()
+	defer j.modexMu.Unlock()
+	// Group the chunks by fence: "m<fence>.<node>.<chunk>".
+	fences := map[int]map[string]string{}
+	bytes := map[int]int64{}
+	for k, v := range j.modexPuts {
+		var seq, node, chunk int
+		if _, err := fmt.Sscanf(k, "m%d.%d.%d", &seq, &node, &chunk); err != nil {
+			continue
+		}
+		if fences[seq] == nil {
+			fences[seq] = map[string]string{}
+		}
+		fences[seq][k] = v
+		bytes[seq] += j.modexLineBytes[k]
+	}
+	if len(fences) == 0 {
+		j.logf("modex: nothing was published")
+		return
+	}
+	seqs := make([]int, 0, len(fences))
+	for seq := range fences {
+		seqs = append(seqs, seq)
+	}
+	sort.Ints(seqs)
+	for _, seq := range seqs {
+		st, err := rte.StatsOfBlobs(fences[seq])
+		if err != nil {
+			j.logf("modex report: %v", err)
+			return
+		}
+		st.WireBytes = bytes[seq]
+		j.logf("modex fence %d: %d processes, %d values of %d keys, %d value bytes; %d bytes in %d puts on the PMI wire; naming overhead %.2f bytes per key and process",
+			seq, st.Processes, st.Entries, st.Keys, st.ValueBytes, st.WireBytes, st.Puts, st.NamingOverhead())
+	}
+}

@@ -1,0 +1,490 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The tests run the real mpirun binary on real processes. TestMain builds
+// mpirun and the test program rankprog once.
+var bin struct{ mpirun, rankprog, hello string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mpirun-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.mpirun = filepath.Join(dir, "mpirun")
+	bin.rankprog = filepath.Join(dir, "rankprog")
+	bin.hello = filepath.Join(dir, "hello")
+	for out, pkg := range map[string]string{bin.mpirun: ".", bin.rankprog: "../../internal/testprogs/rankprog", bin.hello: "../../examples/hello"} {
+		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, msg)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// runningJob is a running mpirun.
+type runningJob struct {
+	cmd    *exec.Cmd
+	stdout *lockedBuffer
+	stderr *lockedBuffer
+	start  time.Time
+	done   chan struct{}
+	code   int
+	took   time.Duration
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func startJob(t *testing.T, stdin io.Reader, env []string, args ...string) *runningJob {
+	t.Helper()
+	j := &runningJob{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
+	j.cmd = exec.Command(bin.mpirun, args...)
+	j.cmd.Stdout, j.cmd.Stderr, j.cmd.Stdin = j.stdout, j.stderr, stdin
+	j.cmd.Env = append(os.Environ(), env...)
+	j.start = time.Now()
+	if err := j.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := j.cmd.Wait()
+		j.took = time.Since(j.start)
+		j.code = 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			j.code = ee.ExitCode()
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				j.code = 128 + int(ws.Signal())
+			}
+		}
+		close(j.done)
+	}()
+	return j
+}
+
+// wait waits for the job to end, failing the test after limit.
+func (j *runningJob) wait(t *testing.T, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-j.done:
+	case <-time.After(limit):
+		j.cmd.Process.Kill()
+		<-j.done
+		t.Fatalf("mpirun did not end within %v\nstdout:\n%s\nstderr:\n%s", limit, j.stdout, j.stderr)
+	}
+}
+
+// waitOutput waits until stdout holds n lines matching re.
+func (j *runningJob) waitOutput(t *testing.T, re string, n int) {
+	t.Helper()
+	r := regexp.MustCompile(re)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if len(r.FindAllString(j.stdout.String(), -1)) >= n {
+			return
+		}
+		select {
+		case <-j.done:
+			t.Fatalf("mpirun ended (status %d) before %d lines matched %q\nstdout:\n%s\nstderr:\n%s", j.code, n, re, j.stdout, j.stderr)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	t.Fatalf("no %d lines matching %q\nstdout:\n%s\nstderr:\n%s", n, re, j.stdout, j.stderr)
+}
+
+func runJob(t *testing.T, args ...string) *runningJob {
+	t.Helper()
+	j := startJob(t, nil, nil, args...)
+	j.wait(t, 30*time.Second)
+	return j
+}
+
+// proc is a line of /proc/<pid>/stat.
+type proc struct {
+	pid, ppid, pgid, sid int
+	state                byte
+}
+
+func processes(t *testing.T) []proc {
+	t.Helper()
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []proc
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		s = s[strings.LastIndexByte(s, ')')+2:]
+		f := strings.Fields(s)
+		if len(f) < 4 {
+			continue
+		}
+		p := proc{pid: pid, state: f[0][0]}
+		p.ppid, _ = strconv.Atoi(f[1])
+		p.pgid, _ = strconv.Atoi(f[2])
+		p.sid, _ = strconv.Atoi(f[3])
+		out = append(out, p)
+	}
+	return out
+}
+
+// rankGroups returns the process groups of mpirun's ranks: its children that
+// lead their own group inside mpirun's session (the watchdog has a session
+// of its own).
+func rankGroups(t *testing.T, mpirunPid int) []int {
+	t.Helper()
+	var groups []int
+	for _, p := range processes(t) {
+		if p.ppid == mpirunPid && p.pgid == p.pid && p.sid != p.pid {
+			groups = append(groups, p.pgid)
+		}
+	}
+	sort.Ints(groups)
+	return groups
+}
+
+// assertGone checks that no live process is left in any of the groups.
+// Zombies are dead: they wait for their parent (or init) to reap them.
+func assertGone(t *testing.T, groups []int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var left []string
+		for _, p := range processes(t) {
+			for _, g := range groups {
+				if p.pgid == g && p.state != 'Z' {
+					left = append(left, fmt.Sprintf("pid %d (group %d, state %c)", p.pid, g, p.state))
+				}
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the job's rank groups are left: %s", strings.Join(left, ", "))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestHello(t *testing.T) {
+	j := runJob(t, "-np", "4", bin.hello)
+	if j.code != 0 {
+		t.Fatalf("status %d, stderr %s", j.code, j.stderr)
+	}
+	for r := 0; r < 4; r++ {
+		if !strings.Contains(j.stdout.String(), fmt.Sprintf("hello from rank %d of 4 on ", r)) {
+			t.Errorf("no line for rank %d:\n%s", r, j.stdout)
+		}
+	}
+	if n := strings.Count(j.stdout.String(), "\n"); n != 4 {
+		t.Errorf("%d lines, want 4:\n%s", n, j.stdout)
+	}
+}
+
+func TestGoSourceDirectory(t *testing.T) {
+	j := runJob(t, "-np", "2", "../../examples/hello")
+	if j.code != 0 || strings.Count(j.stdout.String(), "hello from rank") != 2 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", j.code, j.stdout, j.stderr)
+	}
+}
+
+func TestSingleton(t *testing.T) {
+	out, err := exec.Command(bin.hello).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "hello from rank 0 of 1 on ") {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+func TestForeignLauncherIsRefused(t *testing.T) {
+	cmd := exec.Command(bin.hello)
+	cmd.Env = append(os.Environ(), "OMPI_COMM_WORLD_SIZE=2", "OMPI_COMM_WORLD_RANK=0")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "OMPI_COMM_WORLD_SIZE is set but there is no PMI_FD or PMI_PORT") {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+// TestFailures: whatever way a rank fails, or mpirun is told or forced to
+// stop, the job ends within 3 s, non-zero, says which rank failed and how,
+// and leaves no process of any rank's group behind.
+func TestFailures(t *testing.T) {
+	literal := []string{"sh", "-c", `[ "$PMI_RANK" = 1 ] && exit 3; sleep 60`}
+	// The same, with rank 1 waiting until rank 0 is up, so that the test can
+	// see rank 0's process group before the job ends.
+	sh := []string{"sh", "-c", `[ "$PMI_RANK" = 1 ] && { sleep 0.3; exit 3; }; echo ready $PMI_RANK; sleep 60`}
+	cases := []struct {
+		name   string
+		args   []string
+		ready  int    // wait for this many "ready" lines before acting
+		act    string // "", "kill-rank", "term-mpirun", "kill-mpirun"
+		status int    // -1: only non-zero; 0: not checked (mpirun was killed)
+		want   string // regexp on stderr
+	}{
+		{"rank exits non-zero (the issue's command)", literal, 0, "", 3, `rank 1 \(pid \d+\) exited with code 3`},
+		{"rank exits non-zero", sh, 1, "", 3, `rank 1 \(pid \d+\) exited with code 3`},
+		{"rank killed", []string{bin.rankprog, "sleep"}, 2, "kill-rank", 128 + 9, `rank 1 \(pid \d+\) exited on signal 9 \(Killed\)`},
+		{"rank aborts", []string{bin.rankprog, "abort", "1", "7"}, 0, "", 7, `rank 1 \(pid \d+\) called Abort with code 7`},
+		{"rank returns without Finalize", []string{bin.rankprog, "nofinalize", "1"}, 0, "", -1, `rank 1 \(pid \d+\) exited with code 0 without calling Finalize`},
+		{"SIGTERM to mpirun", []string{bin.rankprog, "child"}, 2, "term-mpirun", 128 + 15, `received signal 15 \(Terminated\)`},
+		{"kill -9 of mpirun, gompi ranks with children", []string{bin.rankprog, "child"}, 2, "kill-mpirun", 0, ``},
+		{"kill -9 of mpirun, shell ranks", []string{"sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`}, 2, "kill-mpirun", 0, ``},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := startJob(t, nil, nil, append([]string{"-np", "2"}, c.args...)...)
+			if c.ready > 0 {
+				j.waitOutput(t, `(?m)^ready \d`, c.ready)
+			}
+			groups := rankGroups(t, j.cmd.Process.Pid)
+			acted := time.Now()
+			switch c.act {
+			case "kill-rank":
+				if len(groups) != 2 {
+					t.Fatalf("found rank groups %v", groups)
+				}
+				syscall.Kill(groups[1], syscall.SIGKILL) // the rank with the higher pid: rank 1
+			case "term-mpirun":
+				j.cmd.Process.Signal(syscall.SIGTERM)
+			case "kill-mpirun":
+				j.cmd.Process.Kill()
+			}
+			j.wait(t, 10*time.Second)
+			if d := time.Since(acted); d > 3*time.Second {
+				t.Errorf("the job took %v to end", d)
+			}
+			switch {
+			case c.status > 0 && j.code != c.status:
+				t.Errorf("status %d, want %d", j.code, c.status)
+			case c.status < 0 && j.code == 0:
+				t.Errorf("status 0, want non-zero")
+			}
+			if c.want != "" && !regexp.MustCompile(c.want).MatchString(j.stderr.String()) {
+				t.Errorf("stderr does not match %q:\n%s", c.want, j.stderr)
+			}
+			if len(groups) == 0 && c.ready > 0 {
+				t.Fatalf("no rank groups were seen")
+			}
+			assertGone(t, groups)
+		})
+	}
+}
+
+func TestParametersAndEnvironment(t *testing.T) {
+	j := runJob(t, "-np", "2", "--tag-output",
+		"--mca", "btl_base_verbose", "5", "-x", "GOMPI_TEST_FOO=bar", "-x", "OMPI_MCA_pml_base_verbose=7",
+		"-x", "OMPI_MCA_btl_base_verbose=9", "--mca", "mpi_show_mca_params", "cmdline",
+		bin.rankprog, "env", "GOMPI_TEST_FOO", "OMPI_MCA_btl_base_verbose", "OMPI_MCA_SOURCE_btl_base_verbose",
+		"PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")
+	if j.code != 0 {
+		t.Fatalf("status %d: %s", j.code, j.stderr)
+	}
+	for r := 0; r < 2; r++ {
+		for _, want := range []string{
+			"GOMPI_TEST_FOO=bar", "OMPI_MCA_btl_base_verbose=5", "OMPI_MCA_SOURCE_btl_base_verbose=command line",
+			fmt.Sprintf("PMI_RANK=%d", r), "PMI_SIZE=2", fmt.Sprintf("OMPI_COMM_WORLD_RANK=%d", r),
+			"OMPI_COMM_WORLD_SIZE=2", fmt.Sprintf("OMPI_COMM_WORLD_LOCAL_RANK=%d", r),
+		} {
+			if line := fmt.Sprintf("[%d] %s\n", r, want); !strings.Contains(j.stdout.String(), line) {
+				t.Errorf("stdout lacks %q:\n%s", line, j.stdout)
+			}
+		}
+	}
+	// mpi_show_mca_params: rank 0 alone prints the command-line values.
+	if n := strings.Count(j.stderr.String(), "btl_base_verbose=5 (command line)"); n != 1 {
+		t.Errorf("mpi_show_mca_params printed the --mca value %d times:\n%s", n, j.stderr)
+	}
+
+	j = runJob(t, "-np", "2", "--mca", "btl_base_verbose", "5", "-x", "OMPI_MCA_pml_base_verbose=7",
+		bin.rankprog, "param", "btl_base_verbose", "pml_base_verbose")
+	for _, want := range []string{"btl_base_verbose=5 (command line)", "pml_base_verbose=7 (environment)"} {
+		if strings.Count(j.stdout.String(), want) != 2 {
+			t.Errorf("stdout lacks %q twice:\n%s\n%s", want, j.stdout, j.stderr)
+		}
+	}
+}
+
+func TestStdinGoesToRankZero(t *testing.T) {
+	j := startJob(t, strings.NewReader("line one\nline two\n"), nil, "-np", "2", "--tag-output", bin.rankprog, "stdin")
+	j.wait(t, 30*time.Second)
+	if j.code != 0 || j.stdout.String() != "[0] line one\n[0] line two\n" {
+		t.Fatalf("status %d, stdout %q, stderr %s", j.code, j.stdout, j.stderr)
+	}
+}
+
+func TestModexAmongProcesses(t *testing.T) {
+	j := runJob(t, "-np", "4", "--report-modex", bin.rankprog, "modex")
+	if j.code != 0 {
+		t.Fatalf("status %d: %s", j.code, j.stderr)
+	}
+	if n := strings.Count(j.stdout.String(), "modex ok on rank"); n != 4 {
+		t.Errorf("%d ranks ok:\n%s\n%s", n, j.stdout, j.stderr)
+	}
+	if !strings.Contains(j.stdout.String(), `node data "node data from 0"`) {
+		t.Errorf("node data is not the leader's:\n%s", j.stdout)
+	}
+	if !regexp.MustCompile(`modex fence 1: 4 processes, 5 values of 2 keys, \d+ value bytes; \d+ bytes in 1 puts`).MatchString(j.stderr.String()) {
+		t.Errorf("no modex report:\n%s", j.stderr)
+	}
+}
+
+func TestMPICHLauncher(t *testing.T) {
+	mpiexec, err := exec.LookPath("mpiexec.mpich")
+	if err != nil {
+		t.Skip("mpiexec.mpich is not installed (Debian package mpich); .ci/run installs it")
+	}
+	out, err := exec.Command(mpiexec, "-n", "3", bin.rankprog, "modex").CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for r := 0; r < 3; r++ {
+		if !strings.Contains(string(out), fmt.Sprintf("modex ok on rank %d of 3", r)) {
+			t.Errorf("rank %d did not report:\n%s", r, out)
+		}
+	}
+	out, err = exec.Command(mpiexec, "-n", "3", bin.rankprog, "hello").CombinedOutput()
+	if err != nil || strings.Count(string(out), " of 3 on ") != 3 {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	noexec := filepath.Join(t.TempDir(), "noexec")
+	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	cases := []struct {
+		args []string
+		want string
+		code int
+	}{
+		{[]string{"--bogus", "-np", "2", bin.hello}, `unknown option "--bogus"`, 1},
+		{[]string{"-np", "0", bin.hello}, `-np "0": the number of ranks must be a whole number of at least 1`, 1},
+		{[]string{"-np", "two", bin.hello}, `-np "two"`, 1},
+		{[]string{bin.hello}, "no number of ranks", 1},
+		{[]string{"-np", "2"}, "no program to run", 1},
+		{[]string{"-np", "2", "/nonexistent/prog"}, `program "/nonexistent/prog": no such file or directory`, 1},
+		{[]string{"-np", "2", "no-such-program-anywhere"}, "not found in PATH", 1},
+		{[]string{"-np", "2", noexec}, "is not executable", 1},
+		{[]string{"-np", "2", t.TempDir()}, "directory without Go source", 1},
+		{[]string{"-np", "2", "--bind-to", "socket", bin.hello}, "accepted values are core and none", 1},
+		{[]string{"-np", "64", "--bind-to", "core", bin.hello}, "use --bind-to none", 1},
+		{[]string{"-np", "2", "--mca", "btl", "self", "--mca", "btl", "tcp", bin.hello}, "more than once", 1},
+		{[]string{"-np", "2", "-x", "GOMPI_SURELY_UNSET_VAR", bin.hello}, "is not set in mpirun's environment", 1},
+		{[]string{"-np", "2", "--timeout", "-1", bin.hello}, "positive number of seconds", 1},
+		{[]string{"-np", "2", "--timeout", "0.5", bin.rankprog, "sleep"}, `timeout after 0.5s: ending the job \(ranks still running: 0, 1\)`, 124},
+		{[]string{"-np", "2", "--mca", "btl", "nosuch", bin.hello}, `no btl component "nosuch"`, 1},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			j := startJob(t, nil, nil, c.args...)
+			j.wait(t, 10*time.Second)
+			groups := rankGroups(t, j.cmd.Process.Pid)
+			if j.code != c.code {
+				t.Errorf("status %d, want %d", j.code, c.code)
+			}
+			if !regexp.MustCompile(c.want).MatchString(j.stderr.String()) {
+				t.Errorf("stderr does not match %q:\n%s", c.want, j.stderr)
+			}
+			assertGone(t, groups)
+		})
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	j := runJob(t, "--help")
+	if j.code != 0 || !strings.Contains(j.stdout.String(), "--tag-output") {
+		t.Errorf("help: %d %s", j.code, j.stdout)
+	}
+	j = runJob(t, "--version")
+	if j.code != 0 || !strings.HasPrefix(j.stdout.String(), "mpirun (gompi) ") {
+		t.Errorf("version: %d %s", j.code, j.stdout)
+	}
+}
+
+// TestBinding checks that each rank runs on one core of its own when ranks
+// do not outnumber cores, and unbound otherwise.
+func TestBinding(t *testing.T) {
+	allowed := func(out string) []string {
+		var sets []string
+		sc := bufio.NewScanner(strings.NewReader(out))
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "Cpus_allowed_list:"); ok {
+				sets = append(sets, strings.TrimSpace(v))
+			}
+		}
+		sort.Strings(sets)
+		return sets
+	}
+	ncpu := len(strings.Split(allowed(readStatus(t))[0], ","))
+	if ncpu < 2 && !strings.Contains(allowed(readStatus(t))[0], "-") {
+		t.Skip("one core: nothing to bind apart")
+	}
+	j := runJob(t, "-np", "2", "sh", "-c", "grep Cpus_allowed_list /proc/self/status")
+	sets := allowed(j.stdout.String())
+	if len(sets) != 2 || sets[0] == sets[1] || strings.ContainsAny(sets[0]+sets[1], ",-") {
+		t.Errorf("ranks are not bound to distinct single cores: %v", sets)
+	}
+	j = runJob(t, "-np", "2", "--bind-to", "none", "sh", "-c", "grep Cpus_allowed_list /proc/self/status")
+	if sets := allowed(j.stdout.String()); len(sets) != 2 || sets[0] != sets[1] {
+		t.Errorf("--bind-to none: %v", sets)
+	}
+}
+
+func readStatus(t *testing.T) string {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Skip(err)
+	}
+	return string(b)
+}
+
+// BenchmarkStartup times a whole job: mpirun -np 2 of a prebuilt hello, from
+// exec to exit.
+func BenchmarkStartup(b *testing.B) {
+	for b.Loop() {
+		out, err := exec.Command(bin.mpirun, "-np", "2", bin.hello).CombinedOutput()
+		if err != nil {
+			b.Fatalf("%v: %s", err, out)
+		}
+	}
+}

@@ -1,0 +1,217 @@
+// Package mpitest runs a job's ranks as goroutines of one test, over the real
+// components, with an in-process PMI server speaking the real protocol.
+//
+//	mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+//		if r.Size() != 4 { return fmt.Errorf("size %d", r.Size()) }
+//		return nil
+//	}, mpitest.WithMCA("btl", "self,shm"))
+//
+// Each rank gets its own Instance with its own parameter values. The first
+// rank to fail (return an error, panic, or call Abort) fails the test; the
+// others are aborted: their pending and later calls into the runtime fail.
+// Run finalizes the ranks whose function returned nil without finalizing.
+package mpitest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/rte"
+	"github.com/gompi/gompi/rte/pmi"
+)
+
+// Rank is one goroutine rank.
+type Rank struct {
+	*mpi.Instance
+}
+
+// Option configures Run.
+type Option func(*config)
+
+type config struct {
+	mca    []params.Setting
+	env    []string
+	events pmi.Events
+}
+
+// WithMCA sets an MCA parameter for every rank, at command-line precedence.
+func WithMCA(name, value string) Option {
+	return func(c *config) { c.mca = append(c.mca, params.Setting{Name: name, Value: value}) }
+}
+
+// WithEnv adds KEY=value entries to every rank's environment snapshot.
+func WithEnv(kv ...string) Option {
+	return func(c *config) { c.env = append(c.env, kv...) }
+}
+
+// WithPMIEvents observes the in-process PMI server (puts, barriers, aborts),
+// for tests of the runtime itself.
+func WithPMIEvents(ev pmi.Events) Option {
+	return func(c *config) { c.events = ev }
+}
+
+// Run starts n ranks, runs fn on each, and waits for all of them.
+func Run(t testing.TB, n int, fn func(r *Rank) error, opts ...Option) {
+	t.Helper()
+	if err := run(n, fn, t.Logf, opts...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failure keeps the first rank error; later ones are usually consequences.
+type failure struct {
+	mu    sync.Mutex
+	first error
+	all   []error
+}
+
+func (f *failure) add(err error) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.all = append(f.all, err)
+	if f.first == nil {
+		f.first = err
+		return true
+	}
+	return false
+}
+
+func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Option) error {
+	if n < 1 {
+		return fmt.Errorf("mpitest: %d ranks: need at least 1", n)
+	}
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	var idb [4]byte
+	rand.Read(idb[:])
+	var cookie [rte.CookieLen]byte
+	rand.Read(cookie[:])
+	nodeOf := make([]int, n)
+
+	var fail failure
+	var srv *pmi.Server
+	events := cfg.events
+	userAbort := events.Abort
+	events.Abort = func(rank, code int, msg string) {
+		if userAbort != nil {
+			userAbort(rank, code, msg)
+		}
+		if fail.add(fmt.Errorf("rank %d called Abort(%d): %s", rank, code, msg)) {
+			srv.Shutdown()
+		}
+	}
+	srv = pmi.NewServer(pmi.ServerConfig{
+		KVSName: rte.KVSPrefix + hex.EncodeToString(idb[:]), Size: n,
+		Preput: map[string]string{rte.CookieKey: hex.EncodeToString(cookie[:]), rte.ProcessMappingKey: rte.FormatMapping(nodeOf)},
+		Events: events,
+	})
+	defer srv.Shutdown()
+
+	base := baseEnv()
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		client, server, err := socketPair()
+		if err != nil {
+			return err
+		}
+		go srv.Serve(r, server)
+		env := append(append([]string(nil), base...), cfg.env...)
+		env = append(env, fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", n))
+		wg.Add(1)
+		go func(rank int) {
+			defer wg.Done()
+			if err := runRank(rank, env, client, &cfg, fn, logf); err != nil {
+				if fail.add(err) {
+					srv.Shutdown()
+				}
+			}
+		}(r)
+	}
+	wg.Wait()
+	return fail.first
+}
+
+// runRank runs one rank and turns its failures (error, panic, Abort) into an
+// error.
+func runRank(rank int, env []string, conn net.Conn, cfg *config, fn func(*Rank) error, logf func(string, ...any)) (err error) {
+	// What a rank logs goes to the test's log, one line at a time.
+	w := writerFunc(func(p []byte) (int, error) {
+		logf("%s", strings.TrimSuffix(string(p), "\n"))
+		return len(p), nil
+	})
+	exited := false // set by Exit, on this goroutine
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("rank %d panicked: %v\n%s", rank, p, debug.Stack())
+		} else if exited && err == nil {
+			err = fmt.Errorf("rank %d stopped (Abort or the job ended)", rank)
+		}
+	}()
+	inst, err := mpi.InitWith(mpi.Options{
+		Env: env, MCA: cfg.mca, PMI: conn, Output: w,
+		Exit: func(code int) { exited = true; runtime.Goexit() },
+	})
+	if err != nil {
+		return fmt.Errorf("rank %d: %w", rank, err)
+	}
+	if err := fn(&Rank{Instance: inst}); err != nil {
+		return fmt.Errorf("rank %d: %w", rank, err)
+	}
+	if !inst.Finalized() {
+		if err := inst.Finalize(); err != nil {
+			return fmt.Errorf("rank %d: %w", rank, err)
+		}
+	}
+	return nil
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// baseEnv is the test process's environment without anything that says the
+// test itself runs under a launcher.
+func baseEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") || strings.HasPrefix(k, "PMIX_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// socketPair returns two connected Unix stream sockets, as a launcher would
+// give a rank (PMI_FD).
+func socketPair() (net.Conn, net.Conn, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("mpitest: socketpair: %w", err)
+	}
+	var conns [2]net.Conn
+	for i, fd := range fds {
+		f := os.NewFile(uintptr(fd), "pmi")
+		c, err := net.FileConn(f)
+		f.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("mpitest: %w", err)
+		}
+		conns[i] = c
+	}
+	return conns[0], conns[1], nil
+}

@@ -1,0 +1,125 @@
+package mpitest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/params"
+)
+
+func TestRanksAndSize(t *testing.T) {
+	var seen [8]atomic.Int32
+	Run(t, 8, func(r *Rank) error {
+		if r.Size() != 8 || r.LocalSize() != 8 || r.LocalRank() != r.Rank() {
+			return fmt.Errorf("size %d, local %d/%d", r.Size(), r.LocalRank(), r.LocalSize())
+		}
+		seen[r.Rank()].Add(1)
+		return nil
+	})
+	for i := range seen {
+		if seen[i].Load() != 1 {
+			t.Errorf("rank %d ran %d times", i, seen[i].Load())
+		}
+	}
+}
+
+// Each Run has its own parameters, even when two run at once in one process.
+func TestParametersPerRun(t *testing.T) {
+	check := func(v string) func(*Rank) error {
+		return func(r *Rank) error {
+			_, got, _ := r.Params().Lookup("btl_base_verbose")
+			if got.String() != v || got.Source.Kind != params.FromCommandLine {
+				return fmt.Errorf("btl_base_verbose = %s from %s, want %s from the command line", got, got.Source, v)
+			}
+			return nil
+		}
+	}
+	done := make(chan bool)
+	go func() {
+		defer close(done)
+		Run(t, 3, check("7"), WithMCA("btl_base_verbose", "7"))
+	}()
+	Run(t, 3, check("9"), WithMCA("btl_base_verbose", "9"))
+	<-done
+}
+
+func TestFirstErrorFailsAndAbortsTheOthers(t *testing.T) {
+	boom := errors.New("boom")
+	start := time.Now()
+	err := run(4, func(r *Rank) error {
+		if r.Rank() == 2 {
+			return boom
+		}
+		// The others wait in a collective that rank 2 never joins; the
+		// abort must get them out.
+		return r.Runtime().Modex().Fence(context.Background())
+	}, t.Logf)
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "rank 2") {
+		t.Fatalf("got %v, want rank 2's error", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("aborting took %v", d)
+	}
+}
+
+func TestAbortStopsTheRank(t *testing.T) {
+	after := atomic.Bool{}
+	err := run(3, func(r *Rank) error {
+		if r.Rank() == 1 {
+			r.Abort(5)
+			after.Store(true) // not reached
+		}
+		return r.Runtime().Barrier()
+	}, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "rank 1 called Abort(5)") {
+		t.Fatalf("got %v", err)
+	}
+	if after.Load() {
+		t.Error("Abort returned to its caller")
+	}
+}
+
+func TestPanicIsAnError(t *testing.T) {
+	err := run(2, func(r *Rank) error {
+		if r.Rank() == 0 {
+			panic("oops")
+		}
+		return r.Runtime().Barrier()
+	}, t.Logf)
+	if err == nil || !strings.Contains(err.Error(), "rank 0 panicked: oops") {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestBadParameterFailsInit(t *testing.T) {
+	err := run(2, func(r *Rank) error { return nil }, t.Logf, WithMCA("btl_base_verbose", "loud"))
+	if err == nil || !strings.Contains(err.Error(), `invalid value "loud"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestManyRanks(t *testing.T) {
+	n := 64
+	if testing.Short() {
+		n = 16
+	}
+	start := time.Now()
+	Run(t, n, func(r *Rank) error {
+		m := r.Runtime().Modex()
+		m.PutProc("id", []byte(fmt.Sprint(r.Rank())))
+		if err := m.Fence(context.Background()); err != nil {
+			return err
+		}
+		v, err := m.GetProc((r.Rank()+1)%r.Size(), "id")
+		if err != nil || string(v) != fmt.Sprint((r.Rank()+1)%r.Size()) {
+			return fmt.Errorf("neighbour's id %q, %v", v, err)
+		}
+		return nil
+	})
+	t.Logf("%d goroutine ranks: init, fence, finalize in %v", n, time.Since(start))
+}

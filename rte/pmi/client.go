@@ -1,0 +1,346 @@
+package pmi
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/mpierr"
+)
+
+// ErrNoPMI is returned by Dial when the environment names no PMI server:
+// the process is a singleton.
+var ErrNoPMI = errors.New("pmi: no PMI_FD or PMI_PORT in the environment")
+
+// ErrLost is wrapped by the errors of requests made after the connection to
+// the server closed.
+var ErrLost = mpierr.Errorf(mpierr.ErrProcAborted, "pmi: connection to the process manager lost")
+
+// Client is one process's connection to its PMI server. Requests are
+// serialised: PMI-1 has one outstanding request per connection. A reader
+// goroutine notices at once when the server goes away, even between requests.
+type Client struct {
+	conn io.ReadWriteCloser
+	mu   sync.Mutex // one request at a time
+
+	lines     chan string
+	lost      chan struct{}
+	lostErr   error
+	finalized atomic.Bool
+	written   atomic.Int64
+
+	// Rank and Size are this process's place in the job.
+	Rank, Size int
+	// Appnum is the application number (0 for a single program).
+	Appnum int
+	// KVSName is the name of the job's key-value space.
+	KVSName string
+	// MaxKey and MaxValue are the server's limits on key and value lengths.
+	MaxKey, MaxValue int
+}
+
+// ClientOptions tune a client.
+type ClientOptions struct {
+	// OnLost is called once, from the reader goroutine, when the connection
+	// closes before Finalize: the launcher is gone. It may exit the process.
+	OnLost func(error)
+}
+
+// Dial connects as the environment says: PMI_FD (an inherited, connected
+// socket; rank and size from PMI_RANK and PMI_SIZE) or PMI_PORT (host:port,
+// with the initack handshake presenting PMI_ID). It returns ErrNoPMI when
+// neither is set.
+func Dial(env map[string]string, o ClientOptions) (*Client, error) {
+	if fdText, ok := env["PMI_FD"]; ok {
+		fd, err := strconv.Atoi(fdText)
+		if err != nil || fd < 0 {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_FD=%q is not a file descriptor", fdText)
+		}
+		rank, size, err := rankSize(env)
+		if err != nil {
+			return nil, err
+		}
+		f := os.NewFile(uintptr(fd), "pmi")
+		conn, err := net.FileConn(f)
+		f.Close() // FileConn dups the descriptor
+		if err != nil {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_FD=%d: %w", fd, err)
+		}
+		return NewClient(conn, rank, size, o)
+	}
+	if port, ok := env["PMI_PORT"]; ok {
+		conn, err := net.Dial("tcp", port)
+		if err != nil {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_PORT=%s: %w", port, err)
+		}
+		c := newClient(conn, o)
+		if err := c.initack(env["PMI_ID"]); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		if err := c.handshake(); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return c, nil
+	}
+	return nil, ErrNoPMI
+}
+
+func rankSize(env map[string]string) (int, int, error) {
+	rank, size := 0, 1
+	var err error
+	if v, ok := env["PMI_RANK"]; ok {
+		if rank, err = strconv.Atoi(v); err != nil {
+			return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_RANK=%q is not a number", v)
+		}
+	}
+	if v, ok := env["PMI_SIZE"]; ok {
+		if size, err = strconv.Atoi(v); err != nil {
+			return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_SIZE=%q is not a number", v)
+		}
+	}
+	if size < 1 || rank < 0 || rank >= size {
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_RANK=%d is not in 0..PMI_SIZE-1 (PMI_SIZE=%d)", rank, size)
+	}
+	return rank, size, nil
+}
+
+// NewClient speaks PMI-1 over an established connection whose rank and size
+// are known (the PMI_FD case), and does the init exchange.
+func NewClient(conn io.ReadWriteCloser, rank, size int, o ClientOptions) (*Client, error) {
+	c := newClient(conn, o)
+	c.Rank, c.Size = rank, size
+	if err := c.handshake(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newClient(conn io.ReadWriteCloser, o ClientOptions) *Client {
+	c := &Client{conn: conn, lines: make(chan string, 4), lost: make(chan struct{})}
+	go c.read(o.OnLost)
+	return c
+}
+
+// read delivers lines to requests and notices the end of the connection.
+func (c *Client) read(onLost func(error)) {
+	r := bufio.NewReaderSize(c.conn, 64<<10)
+	var err error
+	for {
+		var line string
+		line, err = readLine(r)
+		if err != nil {
+			break
+		}
+		c.lines <- line
+	}
+	c.lostErr = err
+	close(c.lost)
+	if !c.finalized.Load() && onLost != nil {
+		onLost(err)
+	}
+}
+
+// readLine reads one line of at most MaxLine bytes, without its newline.
+func readLine(r *bufio.Reader) (string, error) {
+	var buf []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > MaxLine+1 {
+			return "", mpierr.Errorf(mpierr.ErrIntern, "pmi: line longer than %d bytes", MaxLine)
+		}
+		if err == nil {
+			return string(buf[:len(buf)-1]), nil
+		}
+		if err != bufio.ErrBufferFull {
+			if err == io.EOF && len(buf) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", err
+		}
+	}
+}
+
+func (c *Client) send(cmd Command) error {
+	b := cmd.Encode()
+	c.written.Add(int64(len(b)))
+	if _, err := c.conn.Write(b); err != nil {
+		return fmt.Errorf("pmi: sending %s: %v: %w", cmd.Name, err, ErrLost)
+	}
+	return nil
+}
+
+func (c *Client) receive() (Command, error) {
+	select {
+	case line := <-c.lines:
+		return ParseLine(line)
+	case <-c.lost:
+		select { // a line that arrived just before the end still counts
+		case line := <-c.lines:
+			return ParseLine(line)
+		default:
+		}
+		return Command{}, fmt.Errorf("pmi: %v: %w", c.lostErr, ErrLost)
+	}
+}
+
+// call sends a request and returns its response, which must be named want.
+func (c *Client) call(req Command, want string) (Command, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.send(req); err != nil {
+		return Command{}, err
+	}
+	resp, err := c.receive()
+	if err != nil {
+		return Command{}, err
+	}
+	if err := expect(resp, want); err != nil {
+		return Command{}, err
+	}
+	return resp, rcError(resp, req.Name)
+}
+
+func (c *Client) initack(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.send(Cmd("initack", "pmiid", id)); err != nil {
+		return err
+	}
+	resp, err := c.receive()
+	if err != nil {
+		return err
+	}
+	if err := expect(resp, "initack"); err != nil {
+		return err
+	}
+	for i := 0; i < 3; i++ { // set size=, set rank=, set debug=
+		set, err := c.receive()
+		if err != nil {
+			return err
+		}
+		if err := expect(set, "set"); err != nil {
+			return err
+		}
+		if v, ok := set.Get("size"); ok {
+			c.Size, _ = strconv.Atoi(v)
+		}
+		if v, ok := set.Get("rank"); ok {
+			c.Rank, _ = strconv.Atoi(v)
+		}
+	}
+	if c.Size < 1 || c.Rank < 0 || c.Rank >= c.Size {
+		return mpierr.Errorf(mpierr.ErrIntern, "pmi: initack gave rank %d of %d", c.Rank, c.Size)
+	}
+	return nil
+}
+
+func (c *Client) handshake() error {
+	resp, err := c.call(Cmd("init", "pmi_version", "1", "pmi_subversion", "1"), "response_to_init")
+	if err != nil {
+		return err
+	}
+	if v, _ := resp.Get("pmi_version"); v != "1" {
+		return mpierr.Errorf(mpierr.ErrIntern, "pmi: server speaks PMI version %q, not 1", v)
+	}
+	if resp, err = c.call(Cmd("get_maxes"), "maxes"); err != nil {
+		return err
+	}
+	if c.MaxKey, err = atoiArg(resp, "keylen_max"); err != nil {
+		return err
+	}
+	if c.MaxValue, err = atoiArg(resp, "vallen_max"); err != nil {
+		return err
+	}
+	if resp, err = c.call(Cmd("get_appnum"), "appnum"); err != nil {
+		return err
+	}
+	if c.Appnum, err = atoiArg(resp, "appnum"); err != nil {
+		return err
+	}
+	if resp, err = c.call(Cmd("get_my_kvsname"), "my_kvsname"); err != nil {
+		return err
+	}
+	c.KVSName, _ = resp.Get("kvsname")
+	if c.KVSName == "" {
+		return mpierr.Errorf(mpierr.ErrIntern, "pmi: empty kvsname")
+	}
+	return nil
+}
+
+// Put stores a key-value pair in the job's KVS; it becomes visible to the
+// other processes after the next Barrier.
+func (c *Client) Put(key, value string) error {
+	if len(key) > c.MaxKey || len(value) > c.MaxValue {
+		return mpierr.Errorf(mpierr.ErrArg, "pmi: put of key %q (%d bytes) and a value of %d bytes exceeds the server's limits (%d, %d)",
+			key, len(key), len(value), c.MaxKey, c.MaxValue)
+	}
+	_, err := c.call(Cmd("put", "kvsname", c.KVSName, "key", key, "value", value), "put_result")
+	return err
+}
+
+// Get fetches a key; found is false when the server does not have it.
+func (c *Client) Get(key string) (value string, found bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.send(Cmd("get", "kvsname", c.KVSName, "key", key)); err != nil {
+		return "", false, err
+	}
+	resp, err := c.receive()
+	if err != nil {
+		return "", false, err
+	}
+	if err := expect(resp, "get_result"); err != nil {
+		return "", false, err
+	}
+	if rcError(resp, "get") != nil {
+		return "", false, nil // a miss: Hydra answers rc=-1 msg=key_<k>_not_found
+	}
+	v, _ := resp.Get("value")
+	return v, true, nil
+}
+
+// Barrier waits until every process of the job has entered it.
+func (c *Client) Barrier() error {
+	_, err := c.call(Cmd("barrier_in"), "barrier_out")
+	return err
+}
+
+// Finalize ends the conversation; after it, the server closing the
+// connection is expected and OnLost is not called.
+func (c *Client) Finalize() error {
+	c.finalized.Store(true)
+	_, err := c.call(Cmd("finalize"), "finalize_ack")
+	c.conn.Close()
+	return err
+}
+
+// Abort asks the process manager to end the whole job with code. There is no
+// response; the caller exits (or is killed) next.
+func (c *Client) Abort(code int, msg string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.finalized.Store(true) // the end of the connection is expected now
+	return c.send(Cmd("abort", "exitcode", strconv.Itoa(code), "message", msg))
+}
+
+// Close closes the connection without finalizing.
+func (c *Client) Close() error {
+	c.finalized.Store(true)
+	return c.conn.Close()
+}
+
+// Lost is closed when the connection to the server has ended.
+func (c *Client) Lost() <-chan struct{} { return c.lost }
+
+// BytesWritten is the number of bytes this client has put on the wire.
+func (c *Client) BytesWritten() int64 { return c.written.Load() }

@@ -1,0 +1,341 @@
+// Package rte is gompi's run-time environment: who this process is in its
+// job, the connection to the process manager (PMI-1), the modex through
+// which components exchange their business cards, and abort.
+//
+// A process finds its launcher in its environment: PMI_FD or PMI_PORT (gompi's
+// mpirun, MPICH's mpiexec, or anything else that speaks PMI-1). With neither,
+// it is a singleton, rank 0 of 1, served by an in-process PMI server so that
+// every path is the same. Started by a launcher gompi cannot speak to (Open
+// MPI's mpirun sets OMPI_COMM_WORLD_SIZE but no PMI), it fails rather than
+// run as one of many unrelated singletons.
+package rte
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte/pmi"
+)
+
+func init() {
+	mca.RegisterProject(&mca.Project{Name: "rte", Description: "Run-time environment: process identity, PMI, modex"})
+}
+
+// CookieKey is the PMI key that holds the job's secret cookie, in hex.
+const CookieKey = "gompi-cookie"
+
+// KVSPrefix starts the KVS name of a job started by gompi's mpirun; the job
+// id follows it.
+const KVSPrefix = "gompi-"
+
+// CookieLen is the length of a job cookie in bytes.
+const CookieLen = 16
+
+// Job is this process's identity.
+type Job struct {
+	// ID names the job in shared-memory files and sockets: the id mpirun
+	// chose, a hash of a foreign launcher's KVS name, or a random id for a
+	// singleton.
+	ID string
+	// Cookie is a random secret shared by the job's processes; everything a
+	// stranger could connect to checks it.
+	Cookie [CookieLen]byte
+	Rank   int
+	Size   int
+	// Node is the host name the launcher placed this process on, and
+	// NodeIndex its position among the job's nodes.
+	Node      string
+	NodeIndex int
+	// LocalRank and LocalSize place this process among the job's processes
+	// on its node.
+	LocalRank, LocalSize int
+	// NodeOf gives every rank's node index.
+	NodeOf []int
+	// Singleton is true for a process started without a launcher.
+	Singleton bool
+}
+
+// CheckCookie compares a presented cookie with the job's in constant time.
+func (j *Job) CheckCookie(b []byte) bool {
+	return len(b) == CookieLen && subtle.ConstantTimeCompare(b, j.Cookie[:]) == 1
+}
+
+// LocalRanks returns the ranks on a node, in order.
+func (j *Job) LocalRanks(node int) []int {
+	var out []int
+	for r, n := range j.NodeOf {
+		if n == node {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Options configure Start.
+type Options struct {
+	// Env is the environment snapshot to read PMI_* and friends from.
+	Env []string
+	// PMI, when set, is an established connection to a PMI server (goroutine
+	// ranks); rank and size come from PMI_RANK and PMI_SIZE in Env.
+	PMI io.ReadWriteCloser
+	// OnLost is called when the connection to the process manager closes
+	// before Finalize: the launcher is gone or aborted the job.
+	OnLost func(error)
+}
+
+// Runtime is one process's run-time environment.
+type Runtime struct {
+	job   Job
+	pmi   *pmi.Client
+	modex *Modex
+
+	singleton *pmi.Server // the in-process server of a singleton
+
+	mu        sync.Mutex
+	log       *mca.Logger
+	finalized bool
+}
+
+// ErrForeignLauncher is returned by Start when the environment shows a
+// launcher gompi cannot speak to.
+var ErrForeignLauncher = mpierr.Errorf(mpierr.ErrSpawn, "rte: started by a launcher gompi cannot speak to")
+
+// Start connects to the process manager and establishes the job's identity.
+func Start(o Options) (*Runtime, error) {
+	env := envMap(o.Env)
+	rt := &Runtime{}
+	var err error
+	copts := pmi.ClientOptions{OnLost: o.OnLost}
+	switch {
+	case o.PMI != nil:
+		rank, size, rerr := rankSize(env)
+		if rerr != nil {
+			return nil, rerr
+		}
+		rt.pmi, err = pmi.NewClient(o.PMI, rank, size, copts)
+	default:
+		rt.pmi, err = pmi.Dial(env, copts)
+		if err == pmi.ErrNoPMI {
+			if foreign := foreignLauncher(env); foreign != "" {
+				return nil, fmt.Errorf("%w: %s is set but there is no PMI_FD or PMI_PORT; start gompi programs with gompi's mpirun (go run ./cmd/mpirun -np N prog) or MPICH's mpiexec",
+					ErrForeignLauncher, foreign)
+			}
+			rt.pmi, rt.singleton, err = startSingleton()
+			rt.job.Singleton = true
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.identify(env); err != nil {
+		rt.pmi.Close()
+		return nil, err
+	}
+	rt.modex = newModex(rt)
+	return rt, nil
+}
+
+// foreignLauncher names the variable that betrays a launcher without PMI-1.
+func foreignLauncher(env map[string]string) string {
+	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMIX_NAMESPACE"} {
+		if _, ok := env[k]; ok {
+			return k
+		}
+	}
+	return ""
+}
+
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+func rankSize(env map[string]string) (int, int, error) {
+	var rank, size int
+	if _, err := fmt.Sscan(env["PMI_RANK"], &rank); err != nil {
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "rte: PMI_RANK=%q is not a number", env["PMI_RANK"])
+	}
+	if _, err := fmt.Sscan(env["PMI_SIZE"], &size); err != nil {
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "rte: PMI_SIZE=%q is not a number", env["PMI_SIZE"])
+	}
+	if size < 1 || rank < 0 || rank >= size {
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "rte: PMI_RANK=%d is not in 0..PMI_SIZE-1 (PMI_SIZE=%d)", rank, size)
+	}
+	return rank, size, nil
+}
+
+// startSingleton serves a job of one process in-process, so that a singleton
+// takes the same paths as a launched rank.
+func startSingleton() (*pmi.Client, *pmi.Server, error) {
+	id := randomID()
+	var cookie [CookieLen]byte
+	rand.Read(cookie[:])
+	srv := pmi.NewServer(pmi.ServerConfig{
+		KVSName: KVSPrefix + id, Size: 1,
+		Preput: map[string]string{CookieKey: hex.EncodeToString(cookie[:]), ProcessMappingKey: FormatMapping([]int{0})},
+	})
+	a, b := net.Pipe()
+	go srv.Serve(0, b)
+	c, err := pmi.NewClient(a, 0, 1, pmi.ClientOptions{})
+	return c, srv, err
+}
+
+func randomID() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// identify establishes the job id, cookie, node and local placement.
+func (rt *Runtime) identify(env map[string]string) error {
+	c := rt.pmi
+	j := &rt.job
+	j.Rank, j.Size = c.Rank, c.Size
+	if id, ok := strings.CutPrefix(c.KVSName, KVSPrefix); ok && id != "" {
+		j.ID = id
+	} else {
+		h := fnv.New32a()
+		h.Write([]byte(c.KVSName))
+		j.ID = fmt.Sprintf("%08x", h.Sum32())
+	}
+	if err := rt.cookie(); err != nil {
+		return err
+	}
+	j.Node = env["PMI_HOSTNAME"]
+	if j.Node == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return mpierr.Errorf(mpierr.ErrIntern, "rte: no host name: %w", err)
+		}
+		j.Node = host
+	}
+	mapping, found, err := c.Get(ProcessMappingKey)
+	if err != nil {
+		return err
+	}
+	if found {
+		if j.NodeOf, err = ParseMapping(mapping, j.Size); err != nil {
+			return err
+		}
+	} else {
+		// Without a mapping, assume every rank has a node of its own: the
+		// modex then publishes per process, which is correct, only larger.
+		j.NodeOf = make([]int, j.Size)
+		for r := range j.NodeOf {
+			j.NodeOf[r] = r
+		}
+	}
+	j.NodeIndex = j.NodeOf[j.Rank]
+	local := j.LocalRanks(j.NodeIndex)
+	j.LocalSize = len(local)
+	for i, r := range local {
+		if r == j.Rank {
+			j.LocalRank = i
+		}
+	}
+	return nil
+}
+
+// cookie reads the job cookie; under a launcher that did not provide one,
+// rank 0 makes it and publishes it through PMI.
+func (rt *Runtime) cookie() error {
+	c := rt.pmi
+	v, found, err := c.Get(CookieKey)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if c.Rank == 0 {
+			var b [CookieLen]byte
+			rand.Read(b[:])
+			if err := c.Put(CookieKey, hex.EncodeToString(b[:])); err != nil {
+				return err
+			}
+		}
+		if err := c.Barrier(); err != nil {
+			return err
+		}
+		if v, found, err = c.Get(CookieKey); err != nil {
+			return err
+		}
+		if !found {
+			return mpierr.Errorf(mpierr.ErrIntern, "rte: rank 0 published no %s", CookieKey)
+		}
+	}
+	b, err := hex.DecodeString(v)
+	if err != nil || len(b) != CookieLen {
+		return mpierr.Errorf(mpierr.ErrIntern, "rte: %s is not %d hex bytes", CookieKey, CookieLen)
+	}
+	copy(rt.job.Cookie[:], b)
+	return nil
+}
+
+// Job returns this process's identity.
+func (rt *Runtime) Job() *Job { return &rt.job }
+
+// Modex returns the job's business-card exchange.
+func (rt *Runtime) Modex() *Modex { return rt.modex }
+
+// SetLogger gives the runtime its logger (rte_base_verbose) once the MCA base
+// exists.
+func (rt *Runtime) SetLogger(l *mca.Logger) {
+	rt.mu.Lock()
+	rt.log = l
+	rt.mu.Unlock()
+}
+
+func (rt *Runtime) logger() *mca.Logger {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.log
+}
+
+// Barrier waits for every process of the job.
+func (rt *Runtime) Barrier() error { return rt.pmi.Barrier() }
+
+// Lost is closed when the connection to the process manager has ended.
+func (rt *Runtime) Lost() <-chan struct{} { return rt.pmi.Lost() }
+
+// Finalize tells the process manager that this process ends normally.
+func (rt *Runtime) Finalize() error {
+	rt.mu.Lock()
+	if rt.finalized {
+		rt.mu.Unlock()
+		return mpierr.Errorf(mpierr.ErrOther, "rte: Finalize called twice")
+	}
+	rt.finalized = true
+	rt.mu.Unlock()
+	err := rt.pmi.Finalize()
+	if rt.singleton != nil {
+		rt.singleton.Shutdown()
+	}
+	return err
+}
+
+// Abort asks the process manager to end the job with code. The caller exits
+// (or, for a goroutine rank, stops) next.
+func (rt *Runtime) Abort(code int, msg string) error {
+	rt.mu.Lock()
+	rt.finalized = true
+	rt.mu.Unlock()
+	return rt.pmi.Abort(code, msg)
+}
+
+// PMIBytesWritten is the number of bytes this process wrote to the PMI
+// connection.
+func (rt *Runtime) PMIBytesWritten() int64 { return rt.pmi.BytesWritten() }
