@@ -249,7 +249,7 @@ func (m *Modex) publish(seq int, records []record) error {
 		return nil
 	}
 	blob := encodeBlob(nb)
-	chunks := splitChunks(blob, m.rt.pmi.MaxValue)
+	chunks := splitChunks(blob, m.rt.pmi.MaxValue-1)
 	before := m.rt.pmi.BytesWritten()
 	for i, ch := range chunks {
 		if err := m.rt.pmi.Put(chunkKey(seq, m.rt.job.NodeIndex, i), ch); err != nil {

@@ -344,19 +344,25 @@ func splitChunks(blob string, max int) []string {
 	if max < 16 {
 		max = 16
 	}
-	for n := 1; ; n++ {
+	numberLen := func(n int) int {
 		var b strings.Builder
 		putNumber(&b, n)
-		text := b.String() + blob
-		if (len(text)+max-1)/max <= n {
-			var out []string
-			for len(text) > max {
-				out = append(out, text[:max])
-				text = text[max:]
-			}
-			return append(out, text)
-		}
+		return b.Len()
 	}
+	// The smallest n whose prefix plus the blob fits in n chunks.
+	n := (len(blob) + 1 + max - 1) / max
+	for (numberLen(n)+len(blob)+max-1)/max > n {
+		n++
+	}
+	var b strings.Builder
+	putNumber(&b, n)
+	text := b.String() + blob
+	out := make([]string, 0, n)
+	for len(text) > max {
+		out = append(out, text[:max])
+		text = text[max:]
+	}
+	return append(out, text)
 }
 
 // chunkCount reads the number of chunks from chunk 0 and returns the rest of

@@ -251,31 +251,38 @@ func (rt *Runtime) identify(env map[string]string) error {
 	return nil
 }
 
-// cookie reads the job cookie; under a launcher that did not provide one,
-// rank 0 makes it and publishes it through PMI.
+// cookie reads the job cookie. gompi's launchers (mpirun, mpitest, the
+// singleton server) put it in the KVS before the job starts. Under any other
+// launcher rank 0 makes one and puts it, and every rank waits at a barrier
+// before reading it: whether a rank joins that barrier must not depend on
+// whether its first read raced rank 0's put.
 func (rt *Runtime) cookie() error {
 	c := rt.pmi
-	v, found, err := c.Get(CookieKey)
-	if err != nil {
-		return err
-	}
-	if !found {
+	ours := strings.HasPrefix(c.KVSName, KVSPrefix)
+	if !ours {
 		if c.Rank == 0 {
-			var b [CookieLen]byte
-			rand.Read(b[:])
-			if err := c.Put(CookieKey, hex.EncodeToString(b[:])); err != nil {
+			_, found, err := c.Get(CookieKey)
+			if err != nil {
 				return err
+			}
+			if !found {
+				var b [CookieLen]byte
+				rand.Read(b[:])
+				if err := c.Put(CookieKey, hex.EncodeToString(b[:])); err != nil {
+					return err
+				}
 			}
 		}
 		if err := c.Barrier(); err != nil {
 			return err
 		}
-		if v, found, err = c.Get(CookieKey); err != nil {
-			return err
-		}
-		if !found {
-			return mpierr.Errorf(mpierr.ErrIntern, "rte: rank 0 published no %s", CookieKey)
-		}
+	}
+	v, found, err := c.Get(CookieKey)
+	if err != nil {
+		return err
+	}
+	if !found {
+		return mpierr.Errorf(mpierr.ErrIntern, "rte: the job has no %s (KVS %s)", CookieKey, c.KVSName)
 	}
 	b, err := hex.DecodeString(v)
 	if err != nil || len(b) != CookieLen {

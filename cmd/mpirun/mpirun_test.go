@@ -387,6 +387,11 @@ func TestMPICHLauncher(t *testing.T) {
 	if err != nil || strings.Count(string(out), " of 3 on ") != 3 {
 		t.Fatalf("%v\n%s", err, out)
 	}
+	// Cards bigger than Hydra's 1024-byte values travel in several chunks.
+	out, err = exec.Command(mpiexec, "-n", "3", bin.rankprog, "modex", "3000").CombinedOutput()
+	if err != nil || strings.Count(string(out), "modex ok on rank") != 3 {
+		t.Fatalf("3000-byte cards: %v\n%s", err, out)
+	}
 }
 
 func TestBadInput(t *testing.T) {

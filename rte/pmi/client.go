@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -278,10 +279,12 @@ func (c *Client) handshake() error {
 }
 
 // Put stores a key-value pair in the job's KVS; it becomes visible to the
-// other processes after the next Barrier.
+// other processes after the next Barrier. Keys and values must be shorter
+// than the server's keylen_max and vallen_max: Hydra's limits count the
+// terminating NUL of a C string.
 func (c *Client) Put(key, value string) error {
-	if len(key) > c.MaxKey || len(value) > c.MaxValue {
-		return mpierr.Errorf(mpierr.ErrArg, "pmi: put of key %q (%d bytes) and a value of %d bytes exceeds the server's limits (%d, %d)",
+	if len(key) >= c.MaxKey || len(value) >= c.MaxValue {
+		return mpierr.Errorf(mpierr.ErrArg, "pmi: put of key %q (%d bytes) and a value of %d bytes: the server takes keys under %d and values under %d bytes",
 			key, len(key), len(value), c.MaxKey, c.MaxValue)
 	}
 	_, err := c.call(Cmd("put", "kvsname", c.KVSName, "key", key, "value", value), "put_result")
@@ -302,8 +305,13 @@ func (c *Client) Get(key string) (value string, found bool, err error) {
 	if err := expect(resp, "get_result"); err != nil {
 		return "", false, err
 	}
-	if rcError(resp, "get") != nil {
-		return "", false, nil // a miss: Hydra answers rc=-1 msg=key_<k>_not_found
+	if err := rcError(resp, "get"); err != nil {
+		// A miss: Hydra answers rc=-1 msg=key_<k>_not_found. Anything else
+		// (an unknown KVS, say) is an error.
+		if msg, _ := resp.Get("msg"); strings.HasSuffix(msg, "not_found") {
+			return "", false, nil
+		}
+		return "", false, err
 	}
 	v, _ := resp.Get("value")
 	return v, true, nil

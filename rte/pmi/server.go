@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/gompi/gompi/mpierr"
 )
 
 // Limits advertised by the server. Keys and the KVS name follow Hydra;
@@ -61,9 +63,10 @@ type Server struct {
 }
 
 type serverConn struct {
-	rank int
-	rwc  io.ReadWriteCloser
-	wmu  sync.Mutex
+	rank      int
+	rwc       io.ReadWriteCloser
+	wmu       sync.Mutex
+	inBarrier bool // guarded by Server.mu
 }
 
 func (c *serverConn) write(cmd Command) error {
@@ -107,7 +110,10 @@ func (s *Server) Serve(rank int, rwc io.ReadWriteCloser) error {
 	for {
 		line, err := readLine(r)
 		if err != nil {
-			if err == io.EOF {
+			s.mu.Lock()
+			closing := s.shutdown
+			s.mu.Unlock()
+			if err == io.EOF || closing {
 				return nil
 			}
 			s.protocolError(rank, err)
@@ -194,10 +200,20 @@ func (s *Server) handle(c *serverConn, cmd Command, lineBytes int) (done bool, e
 		return false, c.write(Cmd("get_result", "rc", "0", "msg", "success", "value", v))
 	case "barrier_in":
 		s.mu.Lock()
+		if c.inBarrier {
+			s.mu.Unlock()
+			err := mpierr.Errorf(mpierr.ErrIntern, "pmi: rank %d entered the barrier twice", c.rank)
+			s.protocolError(c.rank, err)
+			return true, err
+		}
+		c.inBarrier = true
 		s.waiting = append(s.waiting, c)
 		var release []*serverConn
 		if len(s.waiting) == s.cfg.Size {
 			release, s.waiting = s.waiting, nil
+			for _, w := range release {
+				w.inBarrier = false
+			}
 		}
 		s.mu.Unlock()
 		for _, w := range release {

@@ -66,20 +66,37 @@ func (c Command) Encode() []byte {
 
 func (c Command) String() string { return strings.TrimSuffix(string(c.Encode()), "\n") }
 
+// escape protects the bytes that would end or split a token. Tab, CR and
+// newline are written as \t, \r and \n; other control bytes (NUL among
+// them) cannot travel in a C string and become '?': they only ever occur in
+// text such as an abort message.
 func escape(s string) string {
-	if !strings.ContainsAny(s, " \\\n") {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c == '\\' || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case ' ', '\\':
+		switch c := s[i]; {
+		case c == ' ' || c == '\\':
 			b.WriteByte('\\')
-			b.WriteByte(s[i])
-		case '\n':
+			b.WriteByte(c)
+		case c == '\n':
 			b.WriteString(`\n`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c < ' ' || c == 0x7f:
+			b.WriteByte('?')
 		default:
-			b.WriteByte(s[i])
+			b.WriteByte(c)
 		}
 	}
 	return b.String()
@@ -128,9 +145,14 @@ func tokens(line string) ([]string, error) {
 				return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: line %q ends in a lone backslash", abbreviate(line))
 			}
 			i++
-			if line[i] == 'n' {
+			switch line[i] {
+			case 'n':
 				cur.WriteByte('\n')
-			} else {
+			case 't':
+				cur.WriteByte('\t')
+			case 'r':
+				cur.WriteByte('\r')
+			default:
 				cur.WriteByte(line[i])
 			}
 			inTok = true

@@ -2,7 +2,7 @@
 // end-to-end tests of mpirun and of other launchers.
 //
 //	rankprog hello                 print rank, size and node
-//	rankprog modex                 exchange business cards and check them
+//	rankprog modex [BYTES]         exchange business cards (of BYTES each) and check them
 //	rankprog abort RANK CODE       RANK calls Abort(CODE); the others wait
 //	rankprog nofinalize RANK       RANK exits 0 without Finalize; the others finalize
 //	rankprog sleep                 print "ready <rank>" and sleep a minute
@@ -48,7 +48,17 @@ func main() {
 		fmt.Printf("rank %d of %d on %s\n", rank, size, inst.Node())
 	case "modex":
 		m := inst.Runtime().Modex()
-		m.PutProc("card", []byte(fmt.Sprintf("card of rank %d", rank)))
+		card := func(r int) string {
+			c := fmt.Sprintf("card of rank %d", r)
+			if len(os.Args) > 2 {
+				for n := arg(2); len(c) < n; {
+					c += fmt.Sprintf(" %d", len(c)%97)
+				}
+				c = c[:arg(2)]
+			}
+			return c
+		}
+		m.PutProc("card", []byte(card(rank)))
 		m.PutNode("node", []byte(fmt.Sprintf("node data from %d", rank)))
 		if err := m.Fence(context.Background()); err != nil {
 			fmt.Fprintln(os.Stderr, "rankprog: fence:", err)
@@ -61,7 +71,7 @@ func main() {
 		}
 		for p := 0; p < size; p++ {
 			v, err := m.GetProc(p, "card")
-			if err != nil || string(v) != fmt.Sprintf("card of rank %d", p) {
+			if err != nil || string(v) != card(p) {
 				fmt.Fprintf(os.Stderr, "rankprog: card of rank %d = %q, %v\n", p, v, err)
 				os.Exit(1)
 			}
