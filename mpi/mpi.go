@@ -21,6 +21,7 @@ import (
 	"syscall"
 
 	_ "github.com/gompi/gompi/components/builtin"
+	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -55,6 +56,7 @@ type Options struct {
 type Instance struct {
 	rt   *rte.Runtime
 	base *mca.Base
+	bml  *btl.BML
 	exit func(int)
 
 	mu        sync.Mutex
@@ -99,13 +101,29 @@ func InitWith(o Options) (*Instance, error) {
 	}
 	inst.base = base
 	rt.SetLogger(base.Logger("rte"))
-	// The first fence publishes the components' business cards; it is also
-	// Init's barrier.
-	if err := rt.Modex().Fence(context.Background()); err != nil {
+	if err := inst.setup(); err != nil {
+		err = fmt.Errorf("mpi: Init (rank %d): %w", job.Rank, err)
+		rt.Abort(1, err.Error())
 		base.Close()
-		return nil, fmt.Errorf("mpi: Init (rank %d): %w", job.Rank, err)
+		return nil, err
 	}
 	return inst, nil
+}
+
+// setup selects the transports, exchanges business cards, and connects the
+// layers.
+func (i *Instance) setup() error {
+	transports, err := btl.Select(i.base, i.rt)
+	if err != nil {
+		return err
+	}
+	// The first fence publishes the components' business cards; it is also
+	// Init's barrier.
+	if err := i.rt.Modex().Fence(context.Background()); err != nil {
+		return err
+	}
+	i.bml, err = btl.NewBML(i.base, i.rt, transports)
+	return err
 }
 
 // launcherLost runs when the connection to the launcher of a rank process
@@ -154,6 +172,10 @@ func (i *Instance) Base() *mca.Base { return i.base }
 // Runtime returns the instance's run-time environment (identity, modex).
 func (i *Instance) Runtime() *rte.Runtime { return i.rt }
 
+// BML returns the instance's byte transfer layer, for tools and the tests of
+// the transports.
+func (i *Instance) BML() *btl.BML { return i.bml }
+
 // Finalize ends the instance. Calling it twice is an error.
 func (i *Instance) Finalize() error {
 	i.mu.Lock()
@@ -166,6 +188,9 @@ func (i *Instance) Finalize() error {
 	// Wait for everyone, so that no rank leaves while a peer may still need
 	// it; then close components and say goodbye to the launcher.
 	err := i.rt.Barrier()
+	if berr := i.bml.Finalize(); err == nil {
+		err = berr
+	}
 	if cerr := i.base.Close(); err == nil {
 		err = cerr
 	}

@@ -39,13 +39,12 @@ func TestParametersPerRun(t *testing.T) {
 			return nil
 		}
 	}
-	done := make(chan bool)
-	go func() {
-		defer close(done)
-		Run(t, 3, check("7"), WithMCA("btl_base_verbose", "7"))
-	}()
+	done := make(chan error)
+	go func() { done <- run(3, check("7"), t.Logf, WithMCA("btl_base_verbose", "7")) }()
 	Run(t, 3, check("9"), WithMCA("btl_base_verbose", "9"))
-	<-done
+	if err := <-done; err != nil {
+		t.Error(err)
+	}
 }
 
 func TestFirstErrorFailsAndAbortsTheOthers(t *testing.T) {

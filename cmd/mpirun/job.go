@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gompi/gompi/components/btl/shm"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
 	"github.com/gompi/gompi/rte/pmi"
@@ -63,6 +64,7 @@ type job struct {
 
 	program  string
 	buildDir string
+	jobID    string
 	cpus     []int // the cores ranks are bound to; nil for no binding
 
 	mu     sync.Mutex
@@ -326,6 +328,10 @@ func (j *job) run() int {
 	j.srv.Shutdown()
 	j.finishWatchdog()
 	reapOrphans(200 * time.Millisecond)
+	// Shared-memory segments are unlinked as soon as every peer has mapped
+	// them; a rank that died before that leaves one behind, so remove what
+	// is left of the job's.
+	shm.RemoveJobFiles(j.jobID)
 	if j.o.reportModex {
 		j.reportModex()
 	}
@@ -387,8 +393,9 @@ func (j *job) startServer() {
 	rand.Read(idb[:])
 	var cookie [rte.CookieLen]byte
 	rand.Read(cookie[:])
+	j.jobID = hex.EncodeToString(idb[:])
 	j.srv = pmi.NewServer(pmi.ServerConfig{
-		KVSName: rte.KVSPrefix + hex.EncodeToString(idb[:]),
+		KVSName: rte.KVSPrefix + j.jobID,
 		Size:    j.o.np,
 		Preput: map[string]string{
 			rte.CookieKey:         hex.EncodeToString(cookie[:]),

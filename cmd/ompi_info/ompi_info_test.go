@@ -20,6 +20,7 @@ import (
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/rte"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -45,7 +46,9 @@ func (golden) Register(r *mca.Registrar) {
 	r.Add(params.Def{Name: "btl_golden_version_string", Type: params.String, Default: "v1", Level: 9, Scope: params.ScopeConstant})
 }
 
-func (golden) Query(b *mca.Base) (btl.Module, error) { return nil, mca.Decline("test only") }
+func (golden) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
+	return nil, mca.Decline("test only")
+}
 
 // testCatalog is the real frameworks plus the golden component, in a
 // catalogue of the test's own, so that adding components to gompi does not

@@ -4,8 +4,10 @@
 package builtin
 
 import (
-	// The frameworks register themselves; components of later issues are
-	// listed in the RegisterBuiltin call below.
+	// The frameworks register themselves.
+	btlself "github.com/gompi/gompi/components/btl/self"
+	btlshm "github.com/gompi/gompi/components/btl/shm"
+	btltcp "github.com/gompi/gompi/components/btl/tcp"
 	_ "github.com/gompi/gompi/frameworks/btl"
 	_ "github.com/gompi/gompi/frameworks/coll"
 	_ "github.com/gompi/gompi/frameworks/group"
@@ -15,5 +17,9 @@ import (
 )
 
 func init() {
-	mca.RegisterBuiltin()
+	mca.RegisterBuiltin(
+		&btlself.Component{},
+		&btlshm.Component{},
+		&btltcp.Component{},
+	)
 }

@@ -1,16 +1,20 @@
 // Package btl declares the byte transfer layer framework: moving fragments
 // between two processes. An instance uses every BTL that does not decline
-// (multi select); per peer, the BTLs that reach it are ordered by exclusivity
-// and latency, not by priority.
+// (multi select); per peer, the BML (bml.go) keeps the BTLs that reach it,
+// ordered by exclusivity and then latency, not by priority.
 //
-// The module interface is completed by the issue that builds self, shm and
-// tcp.
+// A BTL knows nothing of MPI: it moves fragments (a header and a payload,
+// copied in by the sender, delivered to a callback chosen by a tag) in order
+// per peer, and, optionally, moves large buffers with one copy (RDMA).
 package btl
 
 import (
 	"fmt"
 
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/rte"
 )
 
 // Framework is the btl framework's declaration.
@@ -24,28 +28,218 @@ var Framework = &mca.Framework{
 
 func init() { mca.RegisterFramework(Framework) }
 
-// Module is a BTL ready to reach peers.
-type Module interface{}
+// Tag routes an incoming fragment to the callback registered for it. The
+// high bits say who owns a tag, as in Open MPI.
+type Tag uint8
+
+// Tag ranges.
+const (
+	TagBTL  Tag = 0x20 // BTL-internal messages, 0x20–0x3f
+	TagPML  Tag = 0x40 // the PML, 0x40–0x7f
+	TagUser Tag = 0x80 // tests and tools, 0x80–0xff
+)
+
+// Flags say which optional operations a module (or an endpoint) offers.
+type Flags uint32
+
+const (
+	// FlagGet: the module implements RDMA.Get, reading a peer's exposed
+	// buffer with one copy.
+	FlagGet Flags = 1 << iota
+	// FlagPut: the module implements RDMA.Put.
+	FlagPut
+)
+
+// Attributes describe a module. The BML orders the modules that reach a peer
+// by Exclusivity (highest first; only the highest are used) and then Latency.
+type Attributes struct {
+	// Name is the component's name (self, shm, tcp).
+	Name string
+	// Exclusivity: when several modules reach a peer, only those of the
+	// highest exclusivity carry its traffic (self and shm 65536, tcp 100).
+	Exclusivity int
+	// Latency is the approximate one-way latency in microseconds, for
+	// ordering modules of equal exclusivity.
+	Latency int
+	// Bandwidth is the approximate bandwidth in Mbit/s.
+	Bandwidth int
+	// EagerLimit is the largest fragment, header included, that the PML
+	// sends without a rendezvous.
+	EagerLimit int
+	// MaxSendSize is the largest fragment, header included, Send accepts;
+	// larger messages go by RDMA or as several fragments.
+	MaxSendSize int
+	// Flags are the optional operations the module offers in general;
+	// Endpoint.Flags says what it offers towards one peer.
+	Flags Flags
+}
+
+// Endpoint is a module's handle for one peer it reaches. Callers treat it as
+// opaque and pass it back to the module that made it.
+type Endpoint interface {
+	// Rank is the peer's world rank.
+	Rank() int
+	// Flags are the optional operations available towards this peer (an
+	// RDMA mechanism may work towards some peers and not others).
+	Flags() Flags
+}
+
+// RecvFunc receives one fragment: the header and payload as the sender
+// passed them, concatenated. frag is valid only during the call (it may
+// point into shared memory): copy what you keep. The callback runs on the
+// goroutine that called Progress; it may call Send and Sendi, never
+// Progress.
+type RecvFunc func(src int, tag Tag, frag []byte)
+
+// ErrorFunc is told that a peer can no longer be reached: it disconnected or
+// died. Operations towards it fail from then on.
+type ErrorFunc func(rank int, err error)
+
+// Errors of the byte transfer layer.
+var (
+	// ErrWouldBlock: the module has no room for the fragment now; retry
+	// after Progress. Nothing was sent.
+	ErrWouldBlock = mpierr.Errorf(mpierr.ErrPending, "btl: no room to send now")
+	// ErrPeerLost is wrapped by the errors of operations towards a peer that
+	// disconnected or died.
+	ErrPeerLost = mpierr.Errorf(mpierr.ErrProcAborted, "btl: peer lost")
+	// ErrUnreachable: no selected BTL reaches a peer.
+	ErrUnreachable = mpierr.Errorf(mpierr.ErrUnsupportedOp, "btl: peer unreachable")
+	// ErrNoRDMA: Get or Put is not available towards this peer; send
+	// fragments instead.
+	ErrNoRDMA = mpierr.Errorf(mpierr.ErrUnsupportedOp, "btl: no single-copy path to this peer")
+	// ErrTooLarge: a fragment exceeds MaxSendSize.
+	ErrTooLarge = mpierr.Errorf(mpierr.ErrCount, "btl: fragment larger than the module's max send size")
+)
+
+// Module is one BTL of one instance. Send, Sendi, Progress and the RDMA
+// calls are safe for concurrent use by several goroutines.
+type Module interface {
+	// Attributes describe the module; they do not change after Query.
+	Attributes() Attributes
+
+	// AddProcs is called once, at Init after the modex fence, with every
+	// rank of the job (this process's own included). It returns, per rank,
+	// an endpoint when the module reaches it and nil when it does not.
+	// Connections and shared memory are set up lazily, on first use.
+	AddProcs(ranks []int) ([]Endpoint, error)
+
+	// RegisterRecv installs the callback for tag, before any traffic. A tag
+	// has one callback; registering it twice panics.
+	RegisterRecv(tag Tag, fn RecvFunc)
+
+	// RegisterError installs the callback told of lost peers.
+	RegisterError(fn ErrorFunc)
+
+	// Send delivers one fragment, hdr followed by payload, to ep, after the
+	// fragments sent to ep before it (per-peer order). It copies both slices
+	// before it returns. It returns ErrWouldBlock when it has no room now (the
+	// caller retries after Progress), ErrTooLarge above MaxSendSize, or an
+	// error wrapping ErrPeerLost.
+	Send(ep Endpoint, tag Tag, hdr, payload []byte) error
+
+	// Sendi is Send's immediate form for small fragments: it delivers at once,
+	// without queuing, and returns true, or does nothing and returns false.
+	Sendi(ep Endpoint, tag Tag, hdr, payload []byte) bool
+
+	// Progress moves data: it delivers arrived fragments to their callbacks
+	// and pushes queued output. It returns the number of fragments delivered.
+	// It never blocks; a call that finds another goroutine progressing the
+	// module may return 0 at once.
+	Progress() int
+
+	// Finalize releases the module's resources. No other call follows it.
+	Finalize() error
+}
+
+// RDMA is implemented by modules with FlagGet or FlagPut: large buffers move
+// with one copy instead of as fragments.
+type RDMA interface {
+	// Expose describes buf so that a peer can Get from it (or Put into it)
+	// through this module; the description travels in a PML header. buf
+	// must stay alive and unchanged until the peer is done.
+	Expose(buf []byte) []byte
+	// Get copies len(dst) bytes, from offset off of the memory desc
+	// describes, into dst. It returns an error wrapping ErrNoRDMA when the
+	// path is not available (the caller falls back to fragments).
+	Get(ep Endpoint, desc []byte, off int, dst []byte) error
+	// Put copies src to offset off of the memory desc describes.
+	Put(ep Endpoint, desc []byte, off int, src []byte) error
+}
 
 // Component is what a btl component implements.
 type Component interface {
 	mca.Component
-	// Query is called once per instance, after Open. It returns the
-	// component's module, or an error wrapping mca.ErrDeclined.
-	Query(b *mca.Base) (Module, error)
+	// Query is called once per instance, after Open and before the modex
+	// fence of Init: a module publishes its business card with
+	// rt.Modex().PutProc or PutNode here, and reads its peers' in AddProcs.
+	// It returns the module, or an error wrapping mca.ErrDeclined.
+	Query(b *mca.Base, rt *rte.Runtime) (Module, error)
 }
 
 func check(c mca.Component) error {
 	if _, ok := c.(Component); !ok {
-		return fmt.Errorf("%T does not implement btl.Component (Query(*mca.Base) (btl.Module, error))", c)
+		return fmt.Errorf("%T does not implement btl.Component (Query(*mca.Base, *rte.Runtime) (btl.Module, error))", c)
 	}
 	return nil
 }
 
-// Select returns the modules of every BTL the instance uses.
-func Select(b *mca.Base) ([]mca.Selected[Module], error) {
+// Select queries every btl component the instance may use.
+func Select(b *mca.Base, rt *rte.Runtime) ([]mca.Selected[Module], error) {
 	return mca.Select(b, Framework, func(c mca.Component) (int, Module, error) {
-		m, err := c.(Component).Query(b)
+		m, err := c.(Component).Query(b, rt)
 		return 0, m, err
 	})
+}
+
+// CommonParams are the parameters every BTL has, registered by
+// RegisterCommon.
+type CommonParams struct {
+	Exclusivity, EagerLimit, MaxSendSize, Latency, Bandwidth *params.Param
+}
+
+// Defaults of a BTL's common parameters.
+type Defaults struct {
+	Exclusivity, EagerLimit, MaxSendSize, Latency, Bandwidth int
+}
+
+// RegisterCommon registers btl_<name>_exclusivity, _eager_limit,
+// _max_send_size, _latency and _bandwidth for a component.
+func RegisterCommon(r *mca.Registrar, name string, d Defaults) CommonParams {
+	p := "btl_" + name + "_"
+	return CommonParams{
+		Exclusivity: r.Add(params.Def{Name: p + "exclusivity", Type: params.Uint, Level: 7, Default: fmt.Sprint(d.Exclusivity),
+			Help: "When several BTLs reach a peer, only those of the highest exclusivity carry its traffic"}),
+		EagerLimit: r.Add(params.Def{Name: p + "eager_limit", Type: params.Size, Level: 4, Default: fmt.Sprint(d.EagerLimit),
+			Help: "Largest message (header included) sent without a rendezvous, in bytes"}),
+		MaxSendSize: r.Add(params.Def{Name: p + "max_send_size", Type: params.Size, Level: 4, Default: fmt.Sprint(d.MaxSendSize),
+			Help: "Largest fragment (header included), in bytes; larger messages go by RDMA or as several fragments"}),
+		Latency: r.Add(params.Def{Name: p + "latency", Type: params.Uint, Level: 5, Default: fmt.Sprint(d.Latency),
+			Help: "Approximate one-way latency in microseconds, to order BTLs of equal exclusivity"}),
+		Bandwidth: r.Add(params.Def{Name: p + "bandwidth", Type: params.Uint, Level: 5, Default: fmt.Sprint(d.Bandwidth),
+			Help: "Approximate bandwidth in Mbit/s"}),
+	}
+}
+
+// Attributes reads the common parameters into attributes, checking that
+// they make sense together.
+func (c CommonParams) Attributes(b *mca.Base, name string, flags Flags) (Attributes, error) {
+	a := Attributes{
+		Name:        name,
+		Exclusivity: int(b.Get(c.Exclusivity).Uint()),
+		EagerLimit:  int(b.Get(c.EagerLimit).Uint()),
+		MaxSendSize: int(b.Get(c.MaxSendSize).Uint()),
+		Latency:     int(b.Get(c.Latency).Uint()),
+		Bandwidth:   int(b.Get(c.Bandwidth).Uint()),
+		Flags:       flags,
+	}
+	const minFrag = 256 // room for any PML header and some payload
+	switch {
+	case a.MaxSendSize < minFrag || a.MaxSendSize > 1<<30:
+		return a, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_%s_max_send_size = %d: accepted: %d to %d", name, a.MaxSendSize, minFrag, 1<<30)
+	case a.EagerLimit < minFrag || a.EagerLimit > a.MaxSendSize:
+		return a, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_%s_eager_limit = %d: accepted: %d to btl_%s_max_send_size (%d)",
+			name, a.EagerLimit, minFrag, name, a.MaxSendSize)
+	}
+	return a, nil
 }

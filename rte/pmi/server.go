@@ -113,7 +113,9 @@ func (s *Server) Serve(rank int, rwc io.ReadWriteCloser) error {
 			s.mu.Lock()
 			closing := s.shutdown
 			s.mu.Unlock()
-			if err == io.EOF || closing {
+			// A line too long is the rank's fault; a connection that ends
+			// (EOF, reset by a dying rank, closed by Shutdown) is not.
+			if err == io.EOF || closing || mpierr.ClassOf(err) != mpierr.ErrIntern {
 				return nil
 			}
 			s.protocolError(rank, err)

@@ -1,0 +1,91 @@
+package btl
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/mpierr"
+)
+
+// Cross-memory attach (CMA): process_vm_readv and process_vm_writev copy
+// between two processes' memories with one copy, if the kernel lets this
+// process trace the other (same user, and Yama or a seccomp profile not in
+// the way). A CMA description is the owner's pid and the buffer's address
+// and length. The owner keeps the buffer alive and in place: Go never moves
+// heap memory, and a buffer kept in a request escapes to the heap.
+
+// CMADescLen is the length of a CMA description.
+const CMADescLen = 4 + 8 + 8
+
+// ExposeCMA describes buf for process_vm_readv/writev by a peer.
+func ExposeCMA(buf []byte) []byte {
+	d := make([]byte, CMADescLen)
+	binary.LittleEndian.PutUint32(d, uint32(os.Getpid()))
+	if len(buf) > 0 {
+		binary.LittleEndian.PutUint64(d[4:], uint64(uintptr(unsafe.Pointer(&buf[0]))))
+	}
+	binary.LittleEndian.PutUint64(d[12:], uint64(len(buf)))
+	return d
+}
+
+// ParseCMA reads a description, checking that [off, off+n) lies inside it.
+func ParseCMA(desc []byte, off, n int) (pid int, addr uintptr, err error) {
+	if len(desc) != CMADescLen {
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA description of %d bytes, want %d", len(desc), CMADescLen)
+	}
+	pid = int(binary.LittleEndian.Uint32(desc))
+	base := binary.LittleEndian.Uint64(desc[4:])
+	size := binary.LittleEndian.Uint64(desc[12:])
+	if off < 0 || n < 0 || uint64(off)+uint64(n) > size {
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA access [%d, %d) outside a buffer of %d bytes", off, off+n, size)
+	}
+	return pid, uintptr(base + uint64(off)), nil
+}
+
+// CMARead copies len(dst) bytes at offset off of the described buffer into
+// dst. A refusal by the kernel (EPERM, ENOSYS) is wrapped in ErrNoRDMA.
+func CMARead(desc []byte, off int, dst []byte) error {
+	return cma(desc, off, dst, false)
+}
+
+// CMAWrite copies src to offset off of the described buffer.
+func CMAWrite(desc []byte, off int, src []byte) error {
+	return cma(desc, off, src, true)
+}
+
+func cma(desc []byte, off int, local []byte, write bool) error {
+	pid, addr, err := ParseCMA(desc, off, len(local))
+	if err != nil || len(local) == 0 {
+		return err
+	}
+	for done := 0; done < len(local); {
+		l := []unix.Iovec{{Base: &local[done]}}
+		l[0].SetLen(len(local) - done)
+		r := []unix.RemoteIovec{{Base: addr + uintptr(done), Len: len(local) - done}}
+		var n int
+		if write {
+			n, err = unix.ProcessVMWritev(pid, l, r, 0)
+		} else {
+			n, err = unix.ProcessVMReadv(pid, l, r, 0)
+		}
+		if err != nil {
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EACCES) {
+				return fmt.Errorf("process_vm_%s of pid %d: %v: %w", map[bool]string{false: "readv", true: "writev"}[write], pid, err, ErrNoRDMA)
+			}
+			if errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("process_vm_readv: pid %d is gone: %w", pid, ErrPeerLost)
+			}
+			return mpierr.Errorf(mpierr.ErrIntern, "btl: process_vm_%s of pid %d: %w", map[bool]string{false: "readv", true: "writev"}[write], pid, err)
+		}
+		if n == 0 {
+			return mpierr.Errorf(mpierr.ErrIntern, "btl: process_vm transfer of pid %d made no progress", pid)
+		}
+		done += n
+	}
+	return nil
+}
