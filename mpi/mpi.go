@@ -58,6 +58,11 @@ type Instance struct {
 	base *mca.Base
 	bml  *btl.BML
 	exit func(int)
+	// groups is the group module and the world and self groups (group.go).
+	groups groupState
+	// p2p is the PML, the LLPs and the world and self communicators
+	// (p2p.go).
+	p2p p2pState
 
 	mu        sync.Mutex
 	finalized bool
@@ -113,17 +118,41 @@ func InitWith(o Options) (*Instance, error) {
 // setup selects the transports, exchanges business cards, and connects the
 // layers.
 func (i *Instance) setup() error {
+	// Groups first: they are local, and a bad group setting should stop
+	// Init before any transport starts.
+	if err := i.groups.setup(i.base, i.Rank(), i.Size()); err != nil {
+		return err
+	}
 	transports, err := btl.Select(i.base, i.rt)
 	if err != nil {
 		return err
 	}
+	// From here on a failure releases what was set up: goroutine ranks of a
+	// failed Init must not leave listeners or mappings behind.
+	undo := func(err error) error {
+		if i.bml != nil {
+			i.bml.Finalize()
+		}
+		i.p2p.finalize()
+		return err
+	}
+	if err := i.p2p.selectLLP(i.base, i.rt); err != nil {
+		btl.FinalizeSelected(transports)
+		return undo(err)
+	}
 	// The first fence publishes the components' business cards; it is also
 	// Init's barrier.
 	if err := i.rt.Modex().Fence(context.Background()); err != nil {
-		return err
+		btl.FinalizeSelected(transports)
+		return undo(err)
 	}
-	i.bml, err = btl.NewBML(i.base, i.rt, transports)
-	return err
+	if i.bml, err = btl.NewBML(i.base, i.rt, transports); err != nil {
+		return undo(err) // NewBML finalized the transports
+	}
+	if err := i.p2p.setup(i); err != nil {
+		return undo(err)
+	}
+	return nil
 }
 
 // launcherLost runs when the connection to the launcher of a rank process
@@ -187,7 +216,10 @@ func (i *Instance) Finalize() error {
 	i.mu.Unlock()
 	// Wait for everyone, so that no rank leaves while a peer may still need
 	// it; then close components and say goodbye to the launcher.
-	err := i.rt.Barrier()
+	err := i.p2p.barrier(i.rt)
+	if perr := i.p2p.finalize(); err == nil {
+		err = perr
+	}
 	if berr := i.bml.Finalize(); err == nil {
 		err = berr
 	}
@@ -217,6 +249,7 @@ func (i *Instance) Abort(code int) {
 	i.mu.Lock()
 	i.finalized = true
 	i.mu.Unlock()
+	i.p2p.down.Store(true)
 	i.rt.Abort(code, fmt.Sprintf("rank %d called Abort(%d)", i.Rank(), code))
 	i.exit(code)
 }

@@ -44,6 +44,18 @@ type rankState struct {
 	exited      bool
 	status      syscall.WaitStatus
 	pmiConn     net.Conn
+	served      chan struct{} // closed when the rank's PMI conversation has ended
+	abort       *event        // the rank's Abort, once the PMI server has read it
+}
+
+// abortOf returns the Abort a rank sent, if any.
+func (j *job) abortOf(rank int) (code int, msg string, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if a := j.ranks[rank].abort; a != nil {
+		return a.code, a.msg, true
+	}
+	return 0, "", false
 }
 
 type event struct {
@@ -287,21 +299,40 @@ func (j *job) run() int {
 		go j.terminateAll()
 	}
 	aborted := map[int]bool{}
+	abort := func(rank, code int, msg string) {
+		if aborted[rank] {
+			return
+		}
+		aborted[rank] = true
+		status := code
+		if status == 0 {
+			status = 1 // an abort is a failure whatever its code
+		}
+		fail(status, "rank %d (pid %d) called Abort with code %d: %s", rank, j.pid(rank), code, msg)
+	}
 	for j.running() > 0 {
 		select {
 		case ev := <-j.events:
 			switch ev.kind {
 			case "abort":
-				aborted[ev.rank] = true
-				code := ev.code
-				if code == 0 {
-					code = 1
-				}
-				fail(code, "rank %d (pid %d) called Abort with code %d: %s", ev.rank, j.pid(ev.rank), ev.code, ev.msg)
+				abort(ev.rank, ev.code, ev.msg)
 			case "pmi-error":
 				j.logf("rank %d (pid %d) broke the PMI protocol: %s", ev.rank, j.pid(ev.rank), ev.msg)
 			case "exit":
 				rs := j.markExited(ev.rank, ev.status)
+				// A rank that called Abort exits right after its abort
+				// line; let the PMI server finish reading it, so that
+				// the abort, not the exit code, is reported. (A child
+				// that inherited the socket can keep it open: wait only
+				// briefly.)
+				select {
+				case <-rs.served:
+				case <-time.After(200 * time.Millisecond):
+				}
+				if code, msg, ok := j.abortOf(ev.rank); ok {
+					abort(ev.rank, code, msg)
+					continue
+				}
 				if failed || aborted[ev.rank] {
 					continue
 				}
@@ -404,8 +435,13 @@ func (j *job) startServer() {
 		Events: pmi.Events{
 			Init:     func(r int) { j.mu.Lock(); j.ranks[r].initialized = true; j.mu.Unlock() },
 			Finalize: func(r int) { j.mu.Lock(); j.ranks[r].finalized = true; j.mu.Unlock() },
-			Abort:    func(r, code int, msg string) { j.events <- event{kind: "abort", rank: r, code: code, msg: msg} },
-			Error:    func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
+			Abort: func(r, code int, msg string) {
+				j.mu.Lock()
+				j.ranks[r].abort = &event{kind: "abort", rank: r, code: code, msg: msg}
+				j.mu.Unlock()
+				j.events <- event{kind: "abort", rank: r, code: code, msg: msg}
+			},
+			Error: func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
 			Put: func(r int, key, value string, n int) {
 				if !j.o.reportModex || !strings.HasPrefix(key, "m") {
 					return
@@ -457,7 +493,7 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 		}
 		cmd.Stdin = stdinR
 	}
-	rs := &rankState{rank: rank, cmd: cmd, pmiConn: conn}
+	rs := &rankState{rank: rank, cmd: cmd, pmiConn: conn, served: make(chan struct{})}
 	j.mu.Lock()
 	j.ranks = append(j.ranks, rs)
 	j.mu.Unlock()
@@ -485,7 +521,10 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 	j.mu.Unlock()
 	j.registerGroup(rs.pid)
 
-	go j.srv.Serve(rank, conn)
+	go func() {
+		j.srv.Serve(rank, conn)
+		close(rs.served)
+	}()
 	outputs.Add(2)
 	go j.forward(rank, outR, j.stdout, outputs)
 	go j.forward(rank, errR, j.stderr, outputs)

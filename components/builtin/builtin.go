@@ -8,6 +8,9 @@ import (
 	btlself "github.com/gompi/gompi/components/btl/self"
 	btlshm "github.com/gompi/gompi/components/btl/shm"
 	btltcp "github.com/gompi/gompi/components/btl/tcp"
+	groupdense "github.com/gompi/gompi/components/group/dense"
+	groupsparse "github.com/gompi/gompi/components/group/sparse"
+	pmlob1 "github.com/gompi/gompi/components/pml/ob1"
 	_ "github.com/gompi/gompi/frameworks/btl"
 	_ "github.com/gompi/gompi/frameworks/coll"
 	_ "github.com/gompi/gompi/frameworks/group"
@@ -21,5 +24,8 @@ func init() {
 		&btlself.Component{},
 		&btlshm.Component{},
 		&btltcp.Component{},
+		&groupdense.Component{},
+		&groupsparse.Component{},
+		&pmlob1.Component{},
 	)
 }

@@ -39,8 +39,14 @@ type BML struct {
 
 // NewBML asks every selected module which ranks it reaches and keeps, per
 // rank, the routes of the highest exclusivity. A rank that no module reaches
-// is an error naming both ranks and the BTLs tried.
-func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (*BML, error) {
+// is an error naming both ranks and the BTLs tried. On an error every
+// selected module has been finalized.
+func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (bml *BML, err error) {
+	defer func() {
+		if err != nil {
+			FinalizeSelected(selected)
+		}
+	}()
 	job := rt.Job()
 	log := b.Logger("btl")
 	ranks := make([]int, job.Size)
@@ -72,7 +78,7 @@ func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (*BML
 		}
 		return mods[i].a.Name < mods[j].a.Name
 	})
-	bml := &BML{peers: make([]Peer, job.Size)}
+	bml = &BML{peers: make([]Peer, job.Size)}
 	for _, m := range mods {
 		bml.modules = append(bml.modules, m.m)
 	}
@@ -120,7 +126,6 @@ func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (*BML
 		for _, r := range shown {
 			names = append(names, fmt.Sprint(r))
 		}
-		bml.Finalize()
 		return nil, fmt.Errorf("rank %d cannot reach rank %s%s: BTLs tried: %s (set btl_base_verbose to 100 for details): %w",
 			job.Rank, strings.Join(names, ", "), more, strings.Join(tried, ", "), ErrUnreachable)
 	}
@@ -169,4 +174,11 @@ func (m *BML) Finalize() error {
 	}
 	m.modules = nil
 	return errors.Join(errs...)
+}
+
+// FinalizeSelected finalizes modules that never made it into a BML.
+func FinalizeSelected(selected []mca.Selected[Module]) {
+	for _, s := range selected {
+		s.Module.Finalize()
+	}
 }

@@ -1,12 +1,98 @@
-// Package shm is the shared-memory BTL (placeholder: declines until built).
+// Package shm is the shared-memory BTL: fragments between processes of one
+// node through files mapped from /dev/shm, and large buffers with one copy
+// through process_vm_readv/writev (cross-memory attach, CMA).
+//
+// # Segments and their lifetime
+//
+// Every file of a job is named gompi-<jobid>-…, made with O_EXCL and mode
+// 0600, and removed as soon as every process that needs it has mapped it, so
+// that a crash after that leaves nothing in /dev/shm (mpirun removes what a
+// crash during set-up left behind, with RemoveJobFiles).
+//
+//   - A control segment per process (gompi-<jobid>-ctl-<rank>, one page for
+//     up to 448 local ranks), made at Query, announced by a modex card, mapped
+//     by each local peer in AddProcs, after Init's fence. It holds the owner's
+//     pid, a doorbell, a "finalized" word, and one slot per local rank. Each
+//     peer counts itself in an "attached" word; the peer that completes the
+//     count removes the file.
+//   - A box per ordered pair (gompi-<jobid>-box-<src>-<dst>), made lazily by
+//     its sender on the first Send to that peer, so memory grows with the
+//     pairs that talk rather than with the square of the local ranks. The
+//     sender stores the ring size in its slot of the receiver's control
+//     segment and rings the doorbell; the receiver, which loads its doorbell
+//     once per Progress, maps the box and removes the file (both sides have
+//     it mapped then). A box thus exists as a file only until its receiver's
+//     next Progress; a crash in that window leaves it to mpirun, or to the
+//     survivor's Finalize, where each side removes any box the other never
+//     mapped.
+//
+// # One ring per pair: fast box and FIFO
+//
+// A box is one single-producer single-consumer ring of variable-length
+// records (ring.go), padded to 8 bytes, never straddling the end of the ring,
+// each published by a stamp word that names its position. It plays both of
+// vader's parts. Like a fast box, a small fragment is one copy in and one
+// copy out, found by polling the next stamp of each peer's ring (one cache
+// line per message: stamp, header and a small payload share it), with no
+// lock shared between processes and no descriptor to allocate. Like the
+// FIFO, it carries every fragment up to max_send_size in order with the small
+// ones, and its capacity is the flow control: when the ring is full Send
+// returns btl.ErrWouldBlock and nothing is queued, so a fast sender never
+// grows memory. The receive callback gets a slice of the ring itself; the
+// tail (on a line of its own, loaded by the sender only when it finds the
+// ring full) advances after the callback returns. Unlike vader, there is no
+// per-receiver FIFO shared by all senders (an atomic swap per fragment) nor a
+// pool of fragments to return: the price is memory, btl_shm_ring_size
+// (128 KiB by default) plus a 512-byte header per ordered pair that has
+// talked, and one 4 KiB control page per process. Two processes that talk
+// both ways use 2 × 128.5 KiB; 64 processes that all talk to each other, 4032
+// boxes, about 520 MiB of /dev/shm (a smaller btl_shm_ring_size trades
+// bandwidth for it).
+//
+// # Single copy
+//
+// With btl_shm_single_copy_mechanism=cma (the default), AddProcs reads a
+// random word of each peer's control segment at the address the peer
+// published, with process_vm_readv: success shows that the kernel lets us
+// (same user, no Yama or seccomp in the way) and that the pid is the right
+// process. A refusal is logged at verbosity 10 and that peer's endpoint
+// offers neither FlagGet nor FlagPut, so the PML sends fragments; a refusal
+// later, at Get, turns the flags off from then on. Goroutine ranks read
+// their own pid, which works too.
+//
+// # Progress, liveness and peer loss
+//
+// Progress polls (it never sleeps: a thread wake-up costs microseconds, a
+// message a fraction of one): a try-lock, one load of the doorbell, one load
+// of the next stamp of each attached box. Every btl_shm_liveness_polls calls
+// it polls the peers' pidfds in one poll(2), and looks at their "finalized"
+// words; a Send refused that many times in a row does the same for its
+// peer. (A pidfd sees a killed peer even before its parent reaps it, and
+// never mistakes a reused pid for it; without pidfd_open, kill(pid, 0).) A dead peer's endpoint fails from then on with btl.ErrPeerLost and
+// the error callback is told, from Progress (Send's caller may hold locks
+// the callback takes). A peer that finalized fails sends without the
+// callback: it left in order.
+//
+// # Concurrency
+//
+// Send and Sendi take the endpoint's lock (one producer per box); Progress
+// takes a module lock with TryLock and returns 0 when another goroutine
+// holds it. Callbacks run inside Progress and may call Send, to any peer.
 package shm
 
 import (
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
 )
 
@@ -14,7 +100,18 @@ import (
 const Dir = "/dev/shm"
 
 // Component is the shm BTL component.
-type Component struct{}
+type Component struct {
+	common        btl.CommonParams
+	ringSize      *params.Param
+	singleCopy    *params.Param
+	livenessPolls *params.Param
+}
+
+// Single-copy mechanisms, the values of btl_shm_single_copy_mechanism.
+const (
+	singleCopyNone = 0
+	singleCopyCMA  = 1
+)
 
 // Info describes the component.
 func (c *Component) Info() mca.Info {
@@ -22,11 +119,136 @@ func (c *Component) Info() mca.Info {
 }
 
 // Register declares the component's parameters.
-func (c *Component) Register(r *mca.Registrar) {}
+func (c *Component) Register(r *mca.Registrar) {
+	c.common = btl.RegisterCommon(r, "shm", btl.Defaults{
+		Exclusivity: 65536, EagerLimit: 4 << 10, MaxSendSize: 32 << 10, Latency: 1, Bandwidth: 40000,
+	})
+	c.ringSize = r.Add(params.Def{Name: "btl_shm_ring_size", Type: params.Size, Level: 4, Default: "128k",
+		Help: "Bytes of the ring from one process to another on the node (the fast box and fragment FIFO of one pair, " +
+			"made on first send): a power of two from 4k to 1g, at least twice btl_shm_max_send_size plus 48. " +
+			"It is also how far a sender may run ahead of its receiver"})
+	c.singleCopy = r.Add(params.Def{Name: "btl_shm_single_copy_mechanism", Type: params.Enum, Level: 3, Default: "cma",
+		Values: []params.EnumValue{{Value: singleCopyNone, Name: "none"}, {Value: singleCopyCMA, Name: "cma"}},
+		Help: "How large buffers move between local processes: cma (process_vm_readv/writev, one copy; probed per peer, " +
+			"falling back to fragments where the kernel refuses) or none (always fragments through the rings)"})
+	c.livenessPolls = r.Add(params.Def{Name: "btl_shm_liveness_polls", Type: params.Uint, Level: 7, Default: "8192",
+		Help: "Progress calls, and refused sends to one peer in a row, between checks that local peers are alive " +
+			"(one poll of their pidfds): 1 to 1073741824"})
+}
 
-// Query declines: the component is not built yet.
+// config reads and checks the component's own parameters and their relation
+// to max_send_size.
+func (c *Component) config(b *mca.Base, maxSend int) (config, error) {
+	cfg := config{
+		ringSize: b.Get(c.ringSize).Uint(),
+		cma:      b.Get(c.singleCopy).Int() == singleCopyCMA,
+	}
+	if !validRingSize(cfg.ringSize) {
+		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_shm_ring_size = %d: accepted: a power of two from %d to %d (4k to 1g)",
+			cfg.ringSize, minRingSize, maxRingSize)
+	}
+	if maxFragment(cfg.ringSize) < maxSend {
+		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam,
+			"btl_shm_ring_size = %d is too small for btl_shm_max_send_size = %d: accepted: a ring of at least twice max_send_size plus 48 (%d, rounded up to a power of two), or max_send_size up to %d",
+			cfg.ringSize, maxSend, 2*maxSend+48, maxFragment(cfg.ringSize))
+	}
+	polls := b.Get(c.livenessPolls).Uint()
+	if polls < 1 || polls > 1<<30 {
+		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_shm_liveness_polls = %d: accepted: 1 to %d", polls, 1<<30)
+	}
+	cfg.livenessPolls = int(polls)
+	return cfg, nil
+}
+
+// Query makes the module: it checks the parameters, makes this process's
+// control segment and publishes the card that tells local peers to map it.
+// It declines when no other process of the job shares the node.
 func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
-	return nil, mca.Decline("not implemented yet")
+	job := rt.Job()
+	log := b.Logger("btl").Named("shm")
+	// Bad values are errors even where the component would decline: the
+	// user should hear of them on a laptop before the cluster.
+	var flags btl.Flags
+	if b.Get(c.singleCopy).Int() == singleCopyCMA {
+		flags = btl.FlagGet | btl.FlagPut
+	}
+	attr, err := c.common.Attributes(b, "shm", flags)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := c.config(b, attr.MaxSendSize)
+	if err != nil {
+		return nil, err
+	}
+	if job.LocalSize < 2 {
+		return nil, mca.Decline("no other process of the job on node %s", job.Node)
+	}
+	if !validJobID(job.ID) {
+		return nil, mca.Decline("the job id %q cannot be part of a file name", job.ID)
+	}
+	if st, err := os.Stat(Dir); err != nil || !st.IsDir() {
+		return nil, mca.Decline("no %s directory for the segments", Dir)
+	}
+	if cfg.cma {
+		allowPtrace(log)
+	}
+	m := &module{
+		attr: attr, cfg: cfg, log: log, modex: rt.Modex(),
+		job: job.ID, rank: job.Rank, pid: os.Getpid(), node: job.NodeIndex, nodeOf: job.NodeOf,
+		localRanks: job.LocalRanks(job.NodeIndex),
+	}
+	for i, r := range m.localRanks {
+		if r == job.Rank {
+			m.localIdx = i
+		}
+	}
+	m.eps = make([]*endpoint, len(m.localRanks))
+	m.in = make([]*inbox, len(m.localRanks))
+	size := ctlSize(len(m.localRanks))
+	seg, err := createSegment(ctlName(job.ID, job.Rank), size)
+	if err != nil {
+		return nil, err
+	}
+	m.ctl = &ctlSeg{segment: seg}
+	if err := m.ctl.bind(len(m.localRanks)); err != nil {
+		seg.unmap()
+		unlinkFile(seg.name)
+		return nil, err
+	}
+	writeCtlHeader(seg.mem, ctlHeader{
+		rank: job.Rank, pid: m.pid, localSize: len(m.localRanks),
+		// Peers probe single copy by reading the nonce at this address.
+		probe: uint64(uintptr(unsafe.Pointer(&seg.mem[ctlOffNonce]))), nonce: rand.Uint64() | 1,
+	})
+	if err := rt.Modex().PutProc(cardKey, encodeCard(m.pid, size)); err != nil {
+		seg.unmap()
+		unlinkFile(seg.name)
+		return nil, err
+	}
+	mech := "none"
+	if cfg.cma {
+		mech = "cma"
+	}
+	log.Log(mca.VerboseComponent, "shared memory ready", "local_ranks", len(m.localRanks), "ring_bytes", cfg.ringSize,
+		"eager_limit", attr.EagerLimit, "max_send_size", attr.MaxSendSize, "single_copy", mech, "control_segment", seg.name)
+	return m, nil
+}
+
+// allowPtrace lets local peers read this process with process_vm_readv under
+// Yama's ptrace_scope 1, where only a declared tracer may (Open MPI's vader
+// does the same). Scopes 2 and 3 cannot be relaxed: the probe then fails and
+// transfers go as fragments.
+func allowPtrace(log *mca.Logger) {
+	b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	if err != nil || strings.TrimSpace(string(b)) != "1" {
+		return
+	}
+	const ptracerAny = ^uintptr(0) // PR_SET_PTRACER_ANY, which x/sys does not define
+	if err := unix.Prctl(unix.PR_SET_PTRACER, ptracerAny, 0, 0, 0); err != nil {
+		log.Log(mca.VerboseComponent, "Yama ptrace_scope is 1 and PR_SET_PTRACER failed: single copy will be refused", "error", err.Error())
+		return
+	}
+	log.Log(mca.VerboseComponent, "Yama ptrace_scope is 1: allowed local peers to read this process (PR_SET_PTRACER_ANY)")
 }
 
 // RemoveJobFiles removes every segment file of a job, for launchers to call
@@ -34,10 +256,13 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 func RemoveJobFiles(jobID string) error {
 	files, err := filepath.Glob(filepath.Join(Dir, "gompi-"+jobID+"-*"))
 	if err != nil {
-		return err
+		return mpierr.Errorf(mpierr.ErrArg, "btl shm: job id %q: %w", jobID, err)
 	}
+	var first error
 	for _, f := range files {
-		os.Remove(f)
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) && first == nil {
+			first = mpierr.Errorf(mpierr.ErrIntern, "btl shm: %w", err)
+		}
 	}
-	return nil
+	return first
 }

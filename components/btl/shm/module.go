@@ -1,0 +1,653 @@
+package shm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
+)
+
+// config is what the parameters say, checked.
+type config struct {
+	ringSize      uint64
+	cma           bool
+	livenessPolls int
+}
+
+// pollBatch bounds the fragments taken from one peer per Progress call, so
+// that a peer that streams does not starve the others.
+const pollBatch = 64
+
+type module struct {
+	attr  btl.Attributes
+	cfg   config
+	log   *mca.Logger
+	cb    btl.Callbacks
+	modex *rte.Modex
+
+	job        string
+	rank, pid  int
+	node       int
+	nodeOf     []int
+	localRanks []int // the node's ranks, in order; a rank's index is its slot
+	localIdx   int
+	ctl        *ctlSeg     // our own
+	eps        []*endpoint // by local index; nil for ourselves and non-shm peers
+
+	closed atomic.Bool
+
+	// Receiving side, under progress.
+	progress sync.Mutex
+	bell     uint64   // our doorbell as last seen
+	in       []*inbox // by local index
+	active   []*inbox // attached and readable
+	polls    int      // Progress calls since the last liveness check
+	pollFds  []unix.PollFd
+	pollEps  []*endpoint
+
+	// Lost peers found outside Progress (by Send or Get) are told to the
+	// callback by the next Progress: Send's caller may hold locks that the
+	// callback takes.
+	lostMu      sync.Mutex
+	lostQueue   []lostNote
+	lostPending atomic.Bool
+}
+
+type lostNote struct {
+	rank int
+	err  error
+}
+
+// inbox is a box from a peer to us, attached.
+type inbox struct {
+	src     int
+	ep      *endpoint
+	seg     *segment
+	c       *consumer
+	deliver func(tag uint8, frag []byte)
+	failed  bool
+}
+
+// endpoint is a local peer.
+type endpoint struct {
+	m       *module
+	rank    int
+	local   int
+	pid     int
+	pidfd   int // -1 when the peer is this process or pidfd_open is unavailable
+	peerCtl *ctlSeg
+	flags   atomic.Uint32
+	lost    atomic.Pointer[error]
+
+	mu       sync.Mutex // the producer side
+	out      *producer
+	outSeg   *segment
+	outAttch *atomic.Uint64
+	refused  int // consecutive sends refused for lack of room
+}
+
+func (e *endpoint) Rank() int        { return e.rank }
+func (e *endpoint) Flags() btl.Flags { return btl.Flags(e.flags.Load()) }
+
+func (m *module) Attributes() btl.Attributes { return m.attr }
+
+func (m *module) RegisterRecv(tag btl.Tag, fn btl.RecvFunc) { m.cb.RegisterRecv(tag, fn) }
+func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError(fn) }
+
+// AddProcs maps the control segment of every local peer that published a
+// card, probes single copy towards it, and watches its pid. The last peer
+// to map a control segment removes its file.
+func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
+	type peer struct {
+		rank, local, pid, ctlBytes int
+	}
+	var peers []peer
+	holders := 1 // we published a card
+	for i, r := range m.localRanks {
+		if r == m.rank {
+			continue
+		}
+		card, err := m.modex.GetProc(r, cardKey)
+		if errors.Is(err, rte.ErrNotFound) {
+			m.log.Log(mca.VerboseComponent, "local peer does not use shm: not reaching it", "peer", r)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("btl shm: business card of rank %d: %w", r, err)
+		}
+		pid, ctlBytes, err := parseCard(card)
+		if err != nil {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "btl shm: rank %d: %w", r, err)
+		}
+		holders++
+		peers = append(peers, peer{r, i, pid, ctlBytes})
+	}
+	if holders == 1 {
+		// Nobody will map our control segment.
+		if err := unlinkFile(m.ctl.name); err != nil {
+			return nil, err
+		}
+	}
+	// Goroutine ranks share a pid: probe single copy once per process.
+	probed := map[int]error{}
+	for _, p := range peers {
+		ep, err := m.attachPeer(p.rank, p.local, p.pid, p.ctlBytes, holders-1, probed)
+		if err != nil {
+			return nil, err
+		}
+		m.eps[p.local] = ep
+	}
+	byRank := make(map[int]*endpoint, len(peers))
+	for _, ep := range m.eps {
+		if ep != nil {
+			byRank[ep.rank] = ep
+		}
+	}
+	out := make([]btl.Endpoint, len(ranks))
+	for i, r := range ranks {
+		// Same node only, and never oneself (self's job).
+		if ep := byRank[r]; ep != nil && r >= 0 && r < len(m.nodeOf) && m.nodeOf[r] == m.node {
+			out[i] = ep
+		}
+	}
+	m.progress.Lock()
+	for _, ep := range m.eps {
+		if ep != nil && ep.pidfd >= 0 {
+			m.pollFds = append(m.pollFds, unix.PollFd{Fd: int32(ep.pidfd), Events: unix.POLLIN})
+			m.pollEps = append(m.pollEps, ep)
+		}
+	}
+	m.progress.Unlock()
+	return out, nil
+}
+
+func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int, probed map[int]error) (*endpoint, error) {
+	seg, err := openSegment(ctlName(m.job, rank), ctlBytes, ctlBytes)
+	if err != nil {
+		return nil, fmt.Errorf("btl shm: control segment of rank %d: %w", rank, err)
+	}
+	ep := &endpoint{m: m, rank: rank, local: local, pid: pid, pidfd: -1}
+	fail := func(err error) (*endpoint, error) {
+		seg.unmap()
+		return nil, err
+	}
+	h, err := parseCtlHeader(seg.mem)
+	if err == nil && (h.rank != rank || h.pid != pid || h.localSize != len(m.localRanks)) {
+		err = fmt.Errorf("control segment of rank %d (pid %d, %d local ranks) names rank %d (pid %d, %d local ranks)",
+			rank, pid, len(m.localRanks), h.rank, h.pid, h.localSize)
+	}
+	if err != nil {
+		return fail(mpierr.Errorf(mpierr.ErrIntern, "btl shm: %s: %w", seg.name, err))
+	}
+	ep.peerCtl = &ctlSeg{segment: seg}
+	if err := ep.peerCtl.bind(h.localSize); err != nil {
+		return fail(err)
+	}
+	if n := ep.peerCtl.attached.Add(1); n == uint64(attachers) {
+		if err := unlinkFile(seg.name); err != nil {
+			return fail(err)
+		}
+		m.log.Log(mca.VerboseInfo, "every local peer has mapped the control segment: removed its file", "owner", rank)
+	}
+	if pid != m.pid {
+		fd, err := unix.PidfdOpen(pid, 0)
+		switch {
+		case err == nil:
+			ep.pidfd = fd
+		case errors.Is(err, unix.ESRCH):
+			return fail(fmt.Errorf("btl shm: rank %d (pid %d) is gone: %w", rank, pid, btl.ErrPeerLost))
+		default:
+			// Old kernels: fall back to kill(pid, 0), which cannot tell a
+			// zombie from a live process but sees a reaped one.
+			m.log.Log(mca.VerboseComponent, "pidfd_open refused: checking the peer's liveness with kill(pid, 0)", "peer", rank, "error", err.Error())
+		}
+	}
+	if m.cfg.cma {
+		err, done := probed[pid]
+		if !done {
+			err = probeCMA(pid, h.probe, h.nonce)
+			probed[pid] = err
+		}
+		if err != nil {
+			m.log.Log(mca.VerboseComponent, "single copy (process_vm_readv) refused towards peer: large transfers go as fragments",
+				"peer", rank, "pid", pid, "reason", err.Error())
+		} else {
+			ep.flags.Store(uint32(btl.FlagGet | btl.FlagPut))
+		}
+	}
+	m.log.Log(mca.VerboseInfo, "mapped the control segment of a local peer", "peer", rank, "pid", pid,
+		"single_copy", ep.Flags()&btl.FlagGet != 0)
+	return ep, nil
+}
+
+// probeCMA reads the nonce word of a peer's control segment through
+// process_vm_readv and compares it with what the mapping shows: success
+// proves both that the kernel lets us read the peer and that the pid names
+// the right process (it would not across pid namespaces).
+func probeCMA(pid int, addr, nonce uint64) error {
+	desc := make([]byte, btl.CMADescLen)
+	binary.LittleEndian.PutUint32(desc, uint32(pid))
+	binary.LittleEndian.PutUint64(desc[4:], addr)
+	binary.LittleEndian.PutUint64(desc[12:], 8)
+	var got [8]byte
+	if err := btl.CMARead(desc, 0, got[:]); err != nil {
+		return err
+	}
+	if v := binary.LittleEndian.Uint64(got[:]); v != nonce {
+		return fmt.Errorf("read %#x from pid %d where its segment holds %#x (another pid namespace?): %w", v, pid, nonce, btl.ErrNoRDMA)
+	}
+	return nil
+}
+
+func (m *module) endpoint(ep btl.Endpoint) (*endpoint, error) {
+	e, ok := ep.(*endpoint)
+	if !ok || e == nil || e.m != m {
+		return nil, mpierr.Errorf(mpierr.ErrArg, "btl shm: endpoint %T is not one of this module's", ep)
+	}
+	return e, nil
+}
+
+func (m *module) Send(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error {
+	e, err := m.endpoint(ep)
+	if err != nil {
+		return err
+	}
+	if len(hdr)+len(payload) > m.attr.MaxSendSize {
+		return btl.ErrTooLarge
+	}
+	return e.send(tag, hdr, payload)
+}
+
+// Sendi is Send for fragments up to the eager limit: Send never queues, so
+// it is immediate already.
+func (m *module) Sendi(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) bool {
+	e, err := m.endpoint(ep)
+	if err != nil || len(hdr)+len(payload) > m.attr.EagerLimit {
+		return false
+	}
+	return e.send(tag, hdr, payload) == nil
+}
+
+func (e *endpoint) send(tag btl.Tag, hdr, payload []byte) error {
+	if p := e.lost.Load(); p != nil {
+		return *p
+	}
+	e.mu.Lock()
+	if e.m.closed.Load() {
+		e.mu.Unlock()
+		return mpierr.Errorf(mpierr.ErrOther, "btl shm: send after Finalize")
+	}
+	if e.out == nil {
+		if err := e.connect(); err != nil {
+			e.mu.Unlock()
+			return err
+		}
+	}
+	if e.out.write(uint8(tag), hdr, payload) {
+		e.refused = 0
+		e.mu.Unlock()
+		return nil
+	}
+	// No room: the receiver is slow, or dead. Look rarely, so that a
+	// sender spinning on a full box costs the peer nothing.
+	err := btl.ErrWouldBlock
+	if e.refused++; e.refused >= e.m.cfg.livenessPolls {
+		e.refused = 0
+		if lerr := e.m.checkPeer(e); lerr != nil {
+			err = lerr
+		}
+	}
+	e.mu.Unlock()
+	return err
+}
+
+// connect makes the box to the peer, on first Send, and announces it in
+// the peer's control segment. The receiver maps it on its next Progress and
+// removes the file.
+func (e *endpoint) connect() error {
+	m := e.m
+	size := int(m.cfg.ringSize)
+	seg, err := createSegment(boxName(m.job, m.rank, e.rank), boxHeader+size)
+	if err != nil {
+		return err
+	}
+	tail, err1 := word(seg.mem, boxOffTail)
+	attached, err2 := word(seg.mem, boxOffAttach)
+	var prod *producer
+	err = errors.Join(err1, err2)
+	if err == nil {
+		prod, err = newProducer(seg.mem[boxHeader:], tail)
+	}
+	if err != nil {
+		seg.unmap()
+		unlinkFile(seg.name)
+		return mpierr.Errorf(mpierr.ErrIntern, "btl shm: %s: %w", seg.name, err)
+	}
+	writeBoxHeader(seg.mem, boxHeaderInfo{src: m.rank, dst: e.rank, pid: m.pid, size: uint64(size)})
+	e.out, e.outSeg, e.outAttch = prod, seg, attached
+	// The slot store publishes the header written above; the doorbell tells
+	// the peer to look at its slots.
+	e.peerCtl.slots[m.localIdx].Store(uint64(size))
+	e.peerCtl.bell.Add(1)
+	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", e.rank, "file", seg.name, "ring_bytes", size)
+	return nil
+}
+
+func (m *module) Progress() int {
+	if !m.progress.TryLock() {
+		return 0
+	}
+	defer m.progress.Unlock()
+	if m.closed.Load() {
+		return 0
+	}
+	if b := m.ctl.bell.Load(); b != m.bell {
+		m.bell = b
+		m.attachBoxes()
+	}
+	n := 0
+	broken := false
+	for _, in := range m.active {
+		k, err := in.c.poll(pollBatch, in.deliver)
+		n += k
+		if err != nil {
+			in.failed, broken = true, true
+			m.markLost(in.ep, mpierr.Errorf(mpierr.ErrIntern,
+				"btl shm: the box from rank %d holds garbage: %v: %w", in.src, err, btl.ErrPeerLost), true)
+		}
+	}
+	if broken {
+		keep := m.active[:0]
+		for _, in := range m.active {
+			if !in.failed {
+				keep = append(keep, in)
+			}
+		}
+		m.active = keep
+	}
+	if m.polls++; m.polls >= m.cfg.livenessPolls {
+		m.polls = 0
+		m.checkPeers()
+	}
+	if m.lostPending.Load() {
+		m.notifyLost()
+	}
+	return n
+}
+
+// attachBoxes maps the boxes peers announced since the last look and
+// removes their files: both sides have them mapped now.
+func (m *module) attachBoxes() {
+	for i, slot := range m.ctl.slots {
+		if i == m.localIdx || m.in[i] != nil {
+			continue
+		}
+		size := slot.Load()
+		if size == 0 {
+			continue
+		}
+		ep := m.eps[i]
+		name := boxName(m.job, m.localRanks[i], m.rank)
+		in, err := m.openBox(ep, m.localRanks[i], name, size)
+		if err != nil {
+			// Whatever it is, it is no box of ours: do not look again.
+			m.in[i] = &inbox{src: m.localRanks[i], failed: true}
+			unlinkFile(name)
+			if ep != nil {
+				// A sender that finalized before we looked removed its box:
+				// that is an orderly departure, not a loss to report.
+				m.markLost(ep, fmt.Errorf("btl shm: attaching the box from rank %d: %w: %w", ep.rank, err, btl.ErrPeerLost),
+					ep.peerCtl.gone.Load() == 0)
+			} else {
+				m.log.Log(mca.VerboseComponent, "ignored a box from a rank this module does not reach", "peer", m.localRanks[i], "reason", err.Error())
+			}
+			continue
+		}
+		m.in[i] = in
+		m.active = append(m.active, in)
+		m.log.Log(mca.VerboseInfo, "mapped the box from a local peer and removed its file", "peer", in.src, "ring_bytes", size)
+	}
+}
+
+func (m *module) openBox(ep *endpoint, src int, name string, size uint64) (*inbox, error) {
+	if ep == nil {
+		return nil, fmt.Errorf("rank %d has no endpoint here", src)
+	}
+	if !validRingSize(size) {
+		return nil, fmt.Errorf("announced ring of %d bytes", size)
+	}
+	seg, err := openSegment(name, boxHeader+int(size), boxHeader+int(size))
+	if err != nil {
+		return nil, err
+	}
+	h, err := parseBoxHeader(seg.mem)
+	if err == nil && (h.src != src || h.dst != m.rank || h.size != size || h.pid != ep.pid) {
+		err = fmt.Errorf("%s names rank %d (pid %d) to rank %d with a ring of %d; want rank %d (pid %d) to rank %d with %d",
+			name, h.src, h.pid, h.dst, h.size, src, ep.pid, m.rank, size)
+	}
+	var tail, attached *atomic.Uint64
+	var c *consumer
+	if err == nil {
+		var e1, e2 error
+		tail, e1 = word(seg.mem, boxOffTail)
+		attached, e2 = word(seg.mem, boxOffAttach)
+		if err = errors.Join(e1, e2); err == nil {
+			c, err = newConsumer(seg.mem[boxHeader:], tail)
+		}
+	}
+	if err != nil {
+		seg.unmap()
+		return nil, err
+	}
+	attached.Store(1)
+	if err := unlinkFile(name); err != nil {
+		seg.unmap()
+		return nil, err
+	}
+	in := &inbox{src: src, ep: ep, seg: seg, c: c}
+	in.deliver = func(tag uint8, frag []byte) {
+		if !m.cb.Deliver(src, btl.Tag(tag), frag) && m.log.V(mca.VerboseWarn) {
+			m.log.Log(mca.VerboseWarn, "dropped a fragment: no callback for its tag", "peer", src, "tag", tag, "bytes", len(frag))
+		}
+	}
+	return in, nil
+}
+
+// markLost records that a peer cannot be reached, once; notify queues the
+// error callback for the next Progress.
+func (m *module) markLost(ep *endpoint, err error, notify bool) {
+	if ep == nil || !ep.lost.CompareAndSwap(nil, &err) {
+		return
+	}
+	m.log.Log(mca.VerboseComponent, "lost a local peer", "peer", ep.rank, "reason", err.Error())
+	if notify {
+		m.lostMu.Lock()
+		m.lostQueue = append(m.lostQueue, lostNote{ep.rank, err})
+		m.lostMu.Unlock()
+		m.lostPending.Store(true)
+	}
+}
+
+func (m *module) notifyLost() {
+	m.lostMu.Lock()
+	q := m.lostQueue
+	m.lostQueue = nil
+	m.lostPending.Store(false)
+	m.lostMu.Unlock()
+	for _, n := range q {
+		m.cb.Lost(n.rank, n.err)
+	}
+}
+
+// checkPeers looks, in one poll(2), at the pidfds of the peers not yet
+// lost, and at their "finalized" words.
+func (m *module) checkPeers() {
+	for _, ep := range m.eps {
+		if ep != nil && ep.lost.Load() == nil && ep.pidfd < 0 && ep.pid != m.pid {
+			if err := unix.Kill(ep.pid, 0); errors.Is(err, unix.ESRCH) {
+				m.markLost(ep, fmt.Errorf("btl shm: rank %d (pid %d) died: %w", ep.rank, ep.pid, btl.ErrPeerLost), true)
+			}
+		}
+	}
+	if len(m.pollFds) > 0 {
+		for i := range m.pollFds {
+			m.pollFds[i].Revents = 0
+		}
+		if n, err := unix.Poll(m.pollFds, 0); err == nil && n > 0 {
+			for i, fd := range m.pollFds {
+				if fd.Revents != 0 {
+					ep := m.pollEps[i]
+					m.markLost(ep, fmt.Errorf("btl shm: rank %d (pid %d) died: %w", ep.rank, ep.pid, btl.ErrPeerLost), true)
+				}
+			}
+		}
+	}
+	for _, ep := range m.eps {
+		if ep != nil && ep.lost.Load() == nil && ep.peerCtl.gone.Load() != 0 {
+			m.markLost(ep, fmt.Errorf("btl shm: rank %d has finalized: %w", ep.rank, btl.ErrPeerLost), false)
+		}
+	}
+}
+
+// checkPeer is checkPeers for one peer, for a sender whose box stays full.
+// It returns the error the peer was lost with, or nil.
+func (m *module) checkPeer(ep *endpoint) error {
+	var dead bool
+	switch {
+	case ep.pidfd >= 0:
+		fds := []unix.PollFd{{Fd: int32(ep.pidfd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		dead = err == nil && n > 0
+	case ep.pid != m.pid:
+		dead = errors.Is(unix.Kill(ep.pid, 0), unix.ESRCH)
+	}
+	switch {
+	case dead:
+		m.markLost(ep, fmt.Errorf("btl shm: rank %d (pid %d) died: %w", ep.rank, ep.pid, btl.ErrPeerLost), true)
+	case ep.peerCtl.gone.Load() != 0:
+		m.markLost(ep, fmt.Errorf("btl shm: rank %d has finalized: %w", ep.rank, btl.ErrPeerLost), false)
+	}
+	if p := ep.lost.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Expose describes buf for process_vm_readv/writev by a peer.
+func (m *module) Expose(buf []byte) []byte { return btl.ExposeCMA(buf) }
+
+// Get reads a peer's exposed buffer with one copy (process_vm_readv).
+func (m *module) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error {
+	return m.rdma(ep, desc, off, dst, false)
+}
+
+// Put writes into a peer's exposed buffer with one copy (process_vm_writev).
+func (m *module) Put(ep btl.Endpoint, desc []byte, off int, src []byte) error {
+	return m.rdma(ep, desc, off, src, true)
+}
+
+func (m *module) rdma(ep btl.Endpoint, desc []byte, off int, local []byte, write bool) error {
+	e, err := m.endpoint(ep)
+	if err != nil {
+		return err
+	}
+	want := btl.FlagGet
+	if write {
+		want = btl.FlagPut
+	}
+	if e.Flags()&want == 0 {
+		return fmt.Errorf("btl shm: rank %d: %w", e.rank, btl.ErrNoRDMA)
+	}
+	if p := e.lost.Load(); p != nil {
+		return *p
+	}
+	pid, _, err := btl.ParseCMA(desc, off, len(local))
+	if err != nil {
+		return err
+	}
+	if pid != e.pid {
+		// Only the peer's own memory: a description is data from the peer.
+		return mpierr.Errorf(mpierr.ErrIntern, "btl shm: rank %d (pid %d) sent a description of pid %d's memory", e.rank, e.pid, pid)
+	}
+	if write {
+		err = btl.CMAWrite(desc, off, local)
+	} else {
+		err = btl.CMARead(desc, off, local)
+	}
+	switch {
+	case errors.Is(err, btl.ErrNoRDMA):
+		// The probe passed but the kernel refuses now: stop offering it.
+		e.flags.Store(0)
+		m.log.Log(mca.VerboseComponent, "single copy refused by the kernel: large transfers to this peer go as fragments from now on",
+			"peer", e.rank, "reason", err.Error())
+	case errors.Is(err, btl.ErrPeerLost):
+		m.markLost(e, err, true)
+	}
+	return err
+}
+
+// Finalize marks us finalized in our control segment (so peers stop
+// sending to us), removes whatever file of ours is still there, and unmaps
+// everything.
+func (m *module) Finalize() error {
+	if !m.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	m.progress.Lock()
+	defer m.progress.Unlock()
+	m.ctl.gone.Store(1)
+	var errs []error
+	for _, ep := range m.eps {
+		if ep == nil {
+			continue
+		}
+		ep.mu.Lock()
+		if ep.outSeg != nil {
+			// A box the peer never mapped: nobody else will remove it.
+			if ep.outAttch.Load() == 0 {
+				errs = append(errs, unlinkFile(ep.outSeg.name))
+			}
+			ep.outSeg.unmap()
+			ep.out = nil
+		}
+		ep.peerCtl.unmap()
+		if ep.pidfd >= 0 {
+			unix.Close(ep.pidfd)
+			ep.pidfd = -1
+		}
+		ep.mu.Unlock()
+	}
+	for i, slot := range m.ctl.slots {
+		if i == m.localIdx {
+			continue
+		}
+		if in := m.in[i]; in != nil && in.seg != nil {
+			in.seg.unmap()
+		} else if in == nil && slot.Load() != 0 {
+			errs = append(errs, unlinkFile(boxName(m.job, m.localRanks[i], m.rank)))
+		}
+	}
+	m.active = nil
+	errs = append(errs, unlinkFile(m.ctl.name))
+	m.ctl.unmap()
+	return errors.Join(errs...)
+}
+
+// validJobID keeps the job id, which comes from the launcher, from making a
+// path outside Dir.
+func validJobID(id string) bool {
+	return id != "" && len(id) <= 64 && !strings.ContainsFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.')
+	})
+}
+
+var _ btl.RDMA = (*module)(nil)

@@ -1,0 +1,570 @@
+package shm_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/components/btl/shm"
+	"github.com/gompi/gompi/rte"
+	"github.com/gompi/gompi/rte/pmi"
+)
+
+// The process tests run the real mpirun, btlprog and shmprog, built once on
+// first use.
+var bins struct {
+	once                     sync.Once
+	err                      error
+	dir                      string
+	mpirun, btlprog, shmprog string
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if bins.dir != "" {
+		os.RemoveAll(bins.dir)
+	}
+	os.Exit(code)
+}
+
+func build(t testing.TB) {
+	t.Helper()
+	bins.once.Do(func() {
+		bins.dir, bins.err = os.MkdirTemp("", "shm-test-")
+		if bins.err != nil {
+			return
+		}
+		bins.mpirun = filepath.Join(bins.dir, "mpirun")
+		bins.btlprog = filepath.Join(bins.dir, "btlprog")
+		bins.shmprog = filepath.Join(bins.dir, "shmprog")
+		for out, pkg := range map[string]string{bins.mpirun: "../../../cmd/mpirun",
+			bins.btlprog: "../../../internal/testprogs/btlprog", bins.shmprog: "../../../internal/testprogs/shmprog"} {
+			if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+				bins.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+				return
+			}
+		}
+	})
+	if bins.err != nil {
+		t.Fatal(bins.err)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// proc is a started process with its output and exit.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *lockedBuffer // stdout
+	errOut *lockedBuffer
+	done   chan struct{}
+	err    error
+}
+
+func start(t testing.TB, cmd *exec.Cmd) *proc {
+	t.Helper()
+	p := &proc{cmd: cmd, out: &lockedBuffer{}, errOut: &lockedBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func (p *proc) wait(t testing.TB, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(limit):
+		p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("%s did not end within %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Path, limit, p.out, p.errOut)
+	}
+}
+
+// waitOutput waits until stdout matches re n times and returns the matches.
+func (p *proc) waitOutput(t testing.TB, re string, n int) [][]string {
+	t.Helper()
+	r := regexp.MustCompile(re)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if m := r.FindAllStringSubmatch(p.out.String(), -1); len(m) >= n {
+			return m
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("ended (%v) before %d lines matched %q\nstdout:\n%s\nstderr:\n%s", p.err, n, re, p.out, p.errOut)
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %d lines matching %q\nstdout:\n%s\nstderr:\n%s", n, re, p.out, p.errOut)
+		}
+	}
+}
+
+func mpirun(t testing.TB, args ...string) *proc {
+	t.Helper()
+	build(t)
+	cmd := exec.Command(bins.mpirun, args...)
+	cmd.Env = cleanEnv()
+	return start(t, cmd)
+}
+
+// TestProcessSweep: every size up to 16 MiB (64 KiB under -short) between
+// two processes under mpirun, over shm, by single copy and by fragments.
+func TestProcessSweep(t *testing.T) {
+	build(t)
+	max := "16777216"
+	if testing.Short() {
+		max = "65536"
+	}
+	for _, mech := range []string{"cma", "none"} {
+		t.Run(mech, func(t *testing.T) {
+			p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", "--mca", "btl_shm_single_copy_mechanism", mech,
+				bins.btlprog, "sweep", max)
+			p.wait(t, time.Minute)
+			if p.err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", p.err, p.out, p.errOut)
+			}
+			m := regexp.MustCompile(`btl ok rank (\d) via shm: \{Whole:\d+ Fragmented:(\d+) RDMA:(\d+) RDMARefused:(\d+)\}`).
+				FindAllStringSubmatch(p.out.String(), -1)
+			if len(m) != 2 {
+				t.Fatalf("not two ranks ok via shm:\n%s\n%s", p.out, p.errOut)
+			}
+			for _, l := range m {
+				frag, rdma, refused := l[2], l[3], l[4]
+				if mech == "cma" && (rdma == "0" || frag != "0" || refused != "0") || mech == "none" && (rdma != "0" || frag == "0") {
+					t.Errorf("with %s: %s", mech, l[0])
+				}
+			}
+		})
+	}
+}
+
+// watcher records every file of a job created in /dev/shm, with its mode
+// when it still existed at the notification.
+type watcher struct {
+	fd   int
+	stop chan struct{}
+	done chan struct{}
+
+	mu    sync.Mutex
+	files map[string]os.FileMode // 0: gone before it could be seen
+}
+
+func watch(t testing.TB) *watcher {
+	t.Helper()
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		t.Skipf("inotify: %v", err)
+	}
+	if _, err := unix.InotifyAddWatch(fd, shm.Dir, unix.IN_CREATE); err != nil {
+		unix.Close(fd)
+		t.Skipf("inotify on %s: %v", shm.Dir, err)
+	}
+	w := &watcher{fd: fd, stop: make(chan struct{}), done: make(chan struct{}), files: map[string]os.FileMode{}}
+	go w.run()
+	t.Cleanup(w.close)
+	return w
+}
+
+func (w *watcher) run() {
+	defer close(w.done)
+	buf := make([]byte, 64<<10)
+	fds := []unix.PollFd{{Fd: int32(w.fd), Events: unix.POLLIN}}
+	for {
+		select {
+		case <-w.stop:
+			return
+		default:
+		}
+		if n, _ := unix.Poll(fds, 10); n <= 0 {
+			continue
+		}
+		n, err := unix.Read(w.fd, buf)
+		if err != nil {
+			continue
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			nameStart := off + unix.SizeofInotifyEvent
+			end := nameStart + int(ev.Len)
+			if end > n {
+				break
+			}
+			name := string(bytes.TrimRight(buf[nameStart:end], "\x00"))
+			off = end
+			if !strings.HasPrefix(name, "gompi-") {
+				continue
+			}
+			var mode os.FileMode
+			if st, err := os.Lstat(filepath.Join(shm.Dir, name)); err == nil {
+				mode = st.Mode()
+			}
+			w.mu.Lock()
+			w.files[name] = mode
+			w.mu.Unlock()
+		}
+	}
+}
+
+func (w *watcher) close() {
+	select {
+	case <-w.stop:
+		return
+	default:
+	}
+	close(w.stop)
+	<-w.done
+	unix.Close(w.fd)
+}
+
+// check fails the test for any file of the job whose mode is not 0600 and
+// returns how many files were seen and how many of them with their mode.
+func (w *watcher) check(t testing.TB, job string) (seen, stated int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, mode := range w.files {
+		if !strings.HasPrefix(name, "gompi-"+job+"-") {
+			continue
+		}
+		seen++
+		if mode == 0 {
+			continue
+		}
+		stated++
+		if mode != 0o600 {
+			t.Errorf("%s was created with mode %v, want -rw-------", name, mode)
+		}
+	}
+	return seen, stated
+}
+
+// rankPids returns the pids of mpirun's children that run prog, by rank.
+func rankPids(t testing.TB, mpirunPid int, prog string) map[int]int {
+	t.Helper()
+	out := map[int]int{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) < 2 || f[1] != strconv.Itoa(mpirunPid) {
+			continue
+		}
+		if cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); !strings.HasPrefix(string(cmdline), prog+"\x00") {
+			continue
+		}
+		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "PMI_RANK="); ok {
+				r, _ := strconv.Atoi(v)
+				out[r] = pid
+			}
+		}
+	}
+	return out
+}
+
+// jobOfPid finds the job whose control segment a process made.
+func jobOfPid(t testing.TB, pid int) string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(shm.Dir, "gompi-*-ctl-*"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || len(b) < 20 {
+			continue
+		}
+		if int(uint32(b[16])|uint32(b[17])<<8|uint32(b[18])<<16|uint32(b[19])<<24) == pid {
+			name := strings.TrimPrefix(filepath.Base(f), "gompi-")
+			return name[:strings.Index(name, "-")]
+		}
+	}
+	return ""
+}
+
+// waitNoFiles waits (up to a few seconds: processes are still exiting) for
+// the job's files to be gone.
+func waitNoFiles(t testing.TB, job string, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		files := jobFiles(t, job)
+		if len(files) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s: files of job %s left: %v", what, job, files)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitGone waits for processes to disappear (or become zombies).
+func waitGone(t testing.TB, pids map[int]int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for {
+			stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil || strings.Contains(string(stat), ") Z ") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pid %d still runs", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestKillLeavesNoFiles kills a rank with SIGKILL during set-up, mid-transfer
+// and at finalize (and mpirun itself mid-transfer, so that nothing cleans up
+// but the ranks' own unlinking), under umask 0, recording every file the job
+// makes in /dev/shm. Every file must have mode 0600; once Init is done and
+// data flows, no file of the job may exist (a crash from then on leaves
+// nothing behind); and none may be left after the job.
+func TestKillLeavesNoFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs several jobs")
+	}
+	build(t)
+	cases := []struct {
+		name, mode string
+		np         int
+		kill       string // "rank", "mpirun"
+	}{
+		{"set-up", "setup", 3, "rank"},
+		{"mid-transfer", "transfer", 2, "rank"},
+		{"mid-transfer, mpirun killed", "transfer", 2, "mpirun"},
+		{"at finalize", "finalize", 2, "rank"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := watch(t)
+			old := syscall.Umask(0)
+			p := mpirun(t, "-np", strconv.Itoa(c.np), "--mca", "btl", "self,shm", bins.shmprog, c.mode)
+			syscall.Umask(old)
+			var job string
+			var pids map[int]int
+			victim := 1
+			if c.mode == "setup" {
+				// Ranks 0 and 1 wait in Init's fence for rank 2, with their
+				// control segments made.
+				victim = 0
+				deadline := time.Now().Add(20 * time.Second)
+				for {
+					pids = rankPids(t, p.cmd.Process.Pid, bins.shmprog)
+					if job == "" && pids[0] != 0 {
+						job = jobOfPid(t, pids[0])
+					}
+					if job != "" && len(jobFiles(t, job)) == 2 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("no control segments: pids %v, job %q\n%s", pids, job, p.errOut)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			} else {
+				m := p.waitOutput(t, `(?m)^ready (\d) job (\w+)$`, map[string]int{"transfer": 2, "finalize": 1}[c.mode])
+				job = m[0][2]
+				pids = rankPids(t, p.cmd.Process.Pid, bins.shmprog)
+				// Every peer has mapped everything: nothing is on disk.
+				if files := jobFiles(t, job); len(files) != 0 {
+					t.Errorf("files of the running job: %v", files)
+				}
+			}
+			if len(pids) != c.np {
+				t.Fatalf("rank pids %v", pids)
+			}
+			if c.kill == "mpirun" {
+				p.cmd.Process.Kill()
+			} else {
+				syscall.Kill(pids[victim], syscall.SIGKILL)
+			}
+			p.wait(t, 15*time.Second)
+			waitGone(t, pids)
+			// mpirun names the killed rank, or the survivor that noticed
+			// first and failed (that is the BTL doing its job).
+			if c.kill == "rank" && !strings.Contains(p.errOut.String(), fmt.Sprintf("rank %d (pid %d) exited on signal 9", victim, pids[victim])) &&
+				!strings.Contains(p.errOut.String(), fmt.Sprintf("rank %d (pid %d) died: btl: peer lost", victim, pids[victim])) {
+				t.Errorf("mpirun did not report the kill:\n%s", p.errOut)
+			}
+			if p.err == nil {
+				t.Errorf("mpirun exited 0 after a rank was killed")
+			}
+			waitNoFiles(t, job, "after the job")
+			time.Sleep(20 * time.Millisecond) // let the watcher catch up
+			seen, stated := w.check(t, job)
+			t.Logf("job %s made %d files, %d seen with their mode", job, seen, stated)
+			if stated == 0 {
+				t.Errorf("no file of job %s was seen: the mode check checked nothing", job)
+			}
+		})
+	}
+}
+
+// TestFloodMemory: a sender that offers 1 GiB to a receiver that sleeps
+// 2 s first raises neither process's resident memory by more than 64 MiB:
+// the rings are the flow control.
+func TestFloodMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 1 GiB")
+	}
+	build(t)
+	w := watch(t)
+	old := syscall.Umask(0)
+	p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", bins.shmprog, "flood", strconv.Itoa(1<<30))
+	syscall.Umask(old)
+	p.wait(t, time.Minute)
+	// The receiver slept: the sender's box waited to be mapped long enough
+	// for the watcher to see its mode.
+	if m := regexp.MustCompile(`flood job (\w+)`).FindStringSubmatch(p.out.String()); m != nil {
+		seen, stated := w.check(t, m[1])
+		t.Logf("job %s made %d files, %d seen with their mode", m[1], seen, stated)
+		if stated < 3 {
+			t.Errorf("only %d files of job %s seen with their mode: want both control segments and the box", stated, m[1])
+		}
+	} else {
+		t.Errorf("no job id in the output")
+	}
+	if p.err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", p.err, p.out, p.errOut)
+	}
+	m := regexp.MustCompile(`memory rank (\d): rss_before (\d+) rss_after (\d+) hwm (\d+)`).FindAllStringSubmatch(p.out.String(), -1)
+	if len(m) != 2 || !strings.Contains(p.out.String(), "flood receiver: 1073741824 bytes") {
+		t.Fatalf("output:\n%s\n%s", p.out, p.errOut)
+	}
+	for _, l := range m {
+		before, _ := strconv.ParseInt(l[2], 10, 64)
+		after, _ := strconv.ParseInt(l[3], 10, 64)
+		hwm, _ := strconv.ParseInt(l[4], 10, 64)
+		if after-before > 64<<20 || hwm-before > 64<<20 {
+			t.Errorf("rank %s: resident memory %d before, %d after, peak %d: grew by more than 64 MiB", l[1], before, after, hwm)
+		}
+	}
+	t.Logf("%s", p.out)
+}
+
+// miniJob runs shmprog ranks under an in-test PMI server rather than
+// mpirun, so that a rank's death does not end the others: the test can see
+// what the BTL does about it.
+type miniJob struct {
+	id    string
+	srv   *pmi.Server
+	ranks []*proc
+}
+
+func startMini(t *testing.T, np int, args ...string) *miniJob {
+	t.Helper()
+	build(t)
+	var idb [4]byte
+	rand.Read(idb[:])
+	var cookie [rte.CookieLen]byte
+	rand.Read(cookie[:])
+	j := &miniJob{id: hex.EncodeToString(idb[:])}
+	j.srv = pmi.NewServer(pmi.ServerConfig{
+		KVSName: rte.KVSPrefix + j.id, Size: np,
+		Preput: map[string]string{rte.CookieKey: hex.EncodeToString(cookie[:]), rte.ProcessMappingKey: rte.FormatMapping(make([]int, np))},
+	})
+	t.Cleanup(func() {
+		j.srv.Shutdown()
+		shm.RemoveJobFiles(j.id)
+	})
+	for r := 0; r < np; r++ {
+		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ours, theirs := os.NewFile(uintptr(fds[0]), "pmi"), os.NewFile(uintptr(fds[1]), "pmi")
+		conn, err := net.FileConn(ours)
+		ours.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		go j.srv.Serve(r, conn)
+		cmd := exec.Command(bins.shmprog, args...)
+		cmd.Env = append(cleanEnv(), "PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", np),
+			"OMPI_MCA_btl=self,shm")
+		cmd.ExtraFiles = []*os.File{theirs}
+		j.ranks = append(j.ranks, start(t, cmd))
+		theirs.Close()
+	}
+	return j
+}
+
+// TestPeerDeath: between processes, a rank whose peer is killed with
+// SIGKILL while it waits on it gets errors, not a hang: a Send refused on a
+// full box returns ErrPeerLost, and a rank waiting in Progress for data is
+// told through the error callback. Files the dead peer never mapped are
+// removed by the survivor's Finalize.
+func TestPeerDeath(t *testing.T) {
+	for _, c := range []struct{ mode, waiting, want string }{
+		{"blocked-send", "blocked 0", `(?s)send error: peer_lost=true: btl shm: rank 1 \(pid \d+\) died.*lost callback: rank 1: btl shm: rank 1 \(pid \d+\) died`},
+		{"wait-recv", "waiting 0", `lost callback: rank 1: btl shm: rank 1 \(pid \d+\) died`},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			j := startMini(t, 2, c.mode)
+			j.ranks[1].waitOutput(t, `(?m)^ready 1$`, 1)
+			j.ranks[0].waitOutput(t, "(?m)^"+c.waiting+"$", 1)
+			killed := time.Now()
+			j.ranks[1].cmd.Process.Kill()
+			j.ranks[0].wait(t, 10*time.Second)
+			if j.ranks[0].err != nil || !regexp.MustCompile(c.want).MatchString(j.ranks[0].out.String()) {
+				t.Fatalf("rank 0: %v\nstdout:\n%s\nstderr:\n%s", j.ranks[0].err, j.ranks[0].out, j.ranks[0].errOut)
+			}
+			t.Logf("rank 0 noticed in %v:\n%s", time.Since(killed).Round(time.Millisecond), j.ranks[0].out)
+			if files := jobFiles(t, j.id); len(files) != 0 {
+				t.Errorf("files left by the survivor: %v", files)
+			}
+		})
+	}
+}

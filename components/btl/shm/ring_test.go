@@ -1,0 +1,341 @@
+package shm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+)
+
+// unsafeBytes views words as bytes: an 8-aligned buffer like a mapping.
+func unsafeBytes(w []uint64) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), len(w)*8)
+}
+
+// testRing is a ring in ordinary memory with its tail counter; the aligned
+// backing array lets word() and checkRing accept them.
+func testRing(t testing.TB, size int) (ring []byte, tail *atomic.Uint64) {
+	t.Helper()
+	mem := make([]uint64, (boxHeader+size)/8)
+	b := unsafeBytes(mem)
+	var err error
+	if tail, err = word(b, boxOffTail); err != nil {
+		t.Fatal(err)
+	}
+	return b[boxHeader:], tail
+}
+
+func pair(t testing.TB, ring []byte, tail *atomic.Uint64) (*producer, *consumer) {
+	t.Helper()
+	p, err := newProducer(ring, tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := newConsumer(ring, tail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, c
+}
+
+// TestRingOrderAndWrap pushes fragments of random sizes (0 up to the
+// largest a ring carries) through a small ring, producer and consumer on two
+// goroutines, and checks that each arrives whole, in order, with its tag,
+// however the records fall against the end of the ring.
+func TestRingOrderAndWrap(t *testing.T) {
+	for _, size := range []int{minRingSize, 64 << 10} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			ring, tail := testRing(t, size)
+			p, c := pair(t, ring, tail)
+			max := maxFragment(uint64(size))
+			n := 20000
+			if testing.Short() {
+				n = 2000
+			}
+			rng := rand.New(rand.NewPCG(1, uint64(size)))
+			lens := make([]int, n)
+			for i := range lens {
+				switch rng.IntN(4) {
+				case 0:
+					lens[i] = rng.IntN(16)
+				case 1:
+					lens[i] = max - rng.IntN(16)
+				default:
+					lens[i] = rng.IntN(max + 1)
+				}
+			}
+			frag := func(i int) []byte {
+				b := make([]byte, lens[i])
+				for j := range b {
+					b[j] = byte(i*31 + j)
+				}
+				return b
+			}
+			done := make(chan error, 1)
+			go func() {
+				got := 0
+				var err error
+				for got < n && err == nil {
+					k, perr := c.poll(pollBatch, func(tag uint8, b []byte) {
+						if err == nil && (tag != uint8(got) || !bytes.Equal(b, frag(got))) {
+							err = fmt.Errorf("fragment %d: tag %d, %d bytes; want tag %d, %d bytes", got, tag, len(b), uint8(got), lens[got])
+						}
+						got++
+					})
+					if perr != nil {
+						err = perr
+					}
+					if k == 0 {
+						runtime.Gosched()
+					}
+				}
+				done <- err
+			}()
+			full := 0
+			for i := 0; i < n; i++ {
+				f := frag(i)
+				hdr, payload := f[:len(f)/3], f[len(f)/3:]
+				for !p.write(uint8(i), hdr, payload) {
+					full++
+					runtime.Gosched()
+				}
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if p.pos != tail.Load() {
+				t.Errorf("written %d, tail %d after draining", p.pos, tail.Load())
+			}
+			t.Logf("%d fragments, the producer found the ring full %d times", n, full)
+		})
+	}
+}
+
+// TestRingFlowControl: a producer never writes more than the ring holds
+// (less the spare stamp word) before the consumer frees room, and an empty
+// ring always takes a fragment of the largest size, whatever its position.
+func TestRingFlowControl(t *testing.T) {
+	const size = minRingSize
+	ring, tail := testRing(t, size)
+	p, c := pair(t, ring, tail)
+	frag := make([]byte, 100)
+	written := 0
+	for p.write(1, nil, frag) {
+		written++
+	}
+	if want := (size - 8) / int(recordSize(100)); written != want || p.pos-tail.Load() > size-8 {
+		t.Fatalf("wrote %d fragments (%d bytes) into a ring of %d, want %d", written, p.pos-tail.Load(), size, want)
+	}
+	if n, err := c.poll(1<<30, func(uint8, []byte) {}); err != nil || n != written {
+		t.Fatalf("drained %d of %d: %v", n, written, err)
+	}
+	max := make([]byte, maxFragment(size))
+	for shift := 0; shift < size; shift += 8 {
+		if !p.write(2, max, nil) {
+			t.Fatalf("an empty ring at index %d refused a fragment of %d bytes", p.pos%size, len(max))
+		}
+		if n, err := c.poll(1, func(uint8, []byte) {}); err != nil || n != 1 {
+			t.Fatalf("at index %d: %d, %v", p.pos%size, n, err)
+		}
+		// Move the start by 8 bytes (a 0-byte fragment takes 16) for the
+		// next round.
+		if shift%16 == 0 {
+			if !p.write(3, nil, nil) {
+				t.Fatal("an empty ring refused an empty fragment")
+			}
+			c.poll(1, func(uint8, []byte) {})
+		}
+		if !p.write(4, make([]byte, 8), nil) {
+			t.Fatal("an empty ring refused an 8-byte fragment")
+		}
+		c.poll(1, func(uint8, []byte) {})
+	}
+}
+
+// TestStalePayloadIsNoStamp: payload bytes left by an earlier lap, equal to
+// the stamp the consumer expects next, are not taken for a record.
+func TestStalePayloadIsNoStamp(t *testing.T) {
+	const size = minRingSize
+	ring, tail := testRing(t, size)
+	p, c := pair(t, ring, tail)
+	// Lap 1: one fragment covering the ring's second half, filled with the
+	// stamps the next lap's records will expect at every index there.
+	p.write(0, make([]byte, 16), nil) // move off index 0
+	c.poll(1, func(uint8, []byte) {})
+	big := make([]byte, maxFragment(size))
+	base := p.pos + recHeader // where big's payload starts
+	for i := 0; i+8 <= len(big); i += 8 {
+		binary.LittleEndian.PutUint64(big[i:], base+uint64(i)+size+1)
+	}
+	if !p.write(1, big, nil) {
+		t.Fatal("refused")
+	}
+	c.poll(1, func(uint8, []byte) {})
+	// Lap 2: small fragments walk over the stale payload; the consumer must
+	// see exactly those written, one at a time.
+	for i := 0; i < 300; i++ {
+		if n, _ := c.poll(10, func(uint8, []byte) {}); n != 0 {
+			t.Fatalf("after %d fragments, %d more delivered from stale bytes", i, n)
+		}
+		if !p.write(2, make([]byte, 8), nil) {
+			t.Fatal("refused")
+		}
+		if n, err := c.poll(10, func(uint8, []byte) {}); n != 1 || err != nil {
+			t.Fatalf("fragment %d: %d delivered, %v", i, n, err)
+		}
+	}
+}
+
+// TestConsumerRejectsGarbage: a stamp that matches over a header that makes
+// no sense is an error, not a panic nor a delivery.
+func TestConsumerRejectsGarbage(t *testing.T) {
+	ring, tail := testRing(t, minRingSize)
+	_, c := pair(t, ring, tail)
+	binary.LittleEndian.PutUint64(ring, 1)
+	binary.LittleEndian.PutUint64(ring[8:], 0xdeadbeef)
+	if _, err := c.poll(10, func(uint8, []byte) { t.Error("delivered garbage") }); err == nil {
+		t.Error("a record with a bad check was accepted")
+	}
+	putInfo(ring[8:], minRingSize, kindFrag, 0)
+	if _, err := c.poll(10, func(uint8, []byte) { t.Error("delivered garbage") }); err == nil {
+		t.Error("a record longer than the ring was accepted")
+	}
+}
+
+func TestRingSizes(t *testing.T) {
+	for _, n := range []uint64{0, 1, 4095, 4097, 3 << 12, 2 << 30} {
+		if validRingSize(n) {
+			t.Errorf("%d accepted", n)
+		}
+	}
+	for _, n := range []uint64{4096, 128 << 10, 1 << 30} {
+		if !validRingSize(n) {
+			t.Errorf("%d refused", n)
+		}
+	}
+	if got := maxFragment(128 << 10); recordSize(got)+8 != 64<<10 || recordSize(got+1)+8 <= 64<<10 {
+		t.Errorf("maxFragment(128k) = %d", got)
+	}
+}
+
+// FuzzParseRecord: whatever a peer left in the ring, parseRecord either
+// errs or describes a record inside the ring.
+func FuzzParseRecord(f *testing.F) {
+	rec := make([]byte, 64)
+	putInfo(rec[8:], 10, kindFrag, 7)
+	f.Add(rec, uint64(0), 100)
+	f.Add([]byte{1, 2, 3}, uint64(0), 0)
+	f.Add(make([]byte, 32), uint64(1<<63), -1)
+	f.Fuzz(func(t *testing.T, ring []byte, idx uint64, maxFrag int) {
+		r, err := parseRecord(ring, idx, maxFrag)
+		if err != nil {
+			return
+		}
+		size := uint64(len(ring))
+		if idx+r.size > size || r.size < recHeader || r.n > maxFrag {
+			t.Fatalf("record %+v at %d of a ring of %d", r, idx, size)
+		}
+		_ = ring[idx+recHeader : idx+recHeader+uint64(r.n)]
+	})
+}
+
+// FuzzConsumer: a ring full of anything, with the consumer anywhere in it,
+// yields errors or fragments inside the ring, never a panic.
+func FuzzConsumer(f *testing.F) {
+	f.Add([]byte{}, uint64(0))
+	valid := make([]byte, 64)
+	binary.LittleEndian.PutUint64(valid, 1)
+	putInfo(valid[8:], 20, kindFrag, 3)
+	binary.LittleEndian.PutUint64(valid[40:], 41|wrapBit)
+	f.Add(valid, uint64(0))
+	f.Add(valid, uint64(40))
+	f.Fuzz(func(t *testing.T, data []byte, pos uint64) {
+		ring, tail := testRing(t, minRingSize)
+		copy(ring, data)
+		if len(data) > 8 {
+			copy(ring[minRingSize-len(data)/2:], data) // also near the end
+		}
+		tail.Store(pos)
+		_, c := pair(t, ring, tail)
+		c.poll(1000, func(_ uint8, frag []byte) {
+			if len(frag) > maxFragment(minRingSize) {
+				t.Fatalf("fragment of %d bytes", len(frag))
+			}
+		})
+	})
+}
+
+// FuzzHeaders: the headers of segments and the modex card are other
+// processes' data too.
+func FuzzHeaders(f *testing.F) {
+	ctl := make([]byte, ctlSize(2))
+	writeCtlHeader(ctl, ctlHeader{rank: 1, pid: 42, localSize: 2, probe: 0x1000, nonce: 9})
+	f.Add(ctl)
+	box := make([]byte, boxHeader+minRingSize)
+	writeBoxHeader(box, boxHeaderInfo{src: 0, dst: 1, pid: 42, size: minRingSize})
+	f.Add(box)
+	f.Add(encodeCard(42, ctlSize(2)))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if h, err := parseCtlHeader(b); err == nil && ctlSize(h.localSize) > len(b) {
+			t.Fatalf("control header %+v in %d bytes", h, len(b))
+		}
+		if h, err := parseBoxHeader(b); err == nil && (!validRingSize(h.size) || boxHeader+h.size != uint64(len(b))) {
+			t.Fatalf("box header %+v in %d bytes", h, len(b))
+		}
+		if pid, n, err := parseCard(b); err == nil && (pid <= 0 || n < ctlSize(1)) {
+			t.Fatalf("card pid %d, %d bytes", pid, n)
+		}
+	})
+}
+
+func TestHeadersRoundTrip(t *testing.T) {
+	ctl := make([]byte, ctlSize(3))
+	want := ctlHeader{rank: 5, pid: 1234, localSize: 3, probe: 0xabc0, nonce: 77}
+	writeCtlHeader(ctl, want)
+	if got, err := parseCtlHeader(ctl); err != nil || got != want {
+		t.Errorf("control header: %+v, %v", got, err)
+	}
+	box := make([]byte, boxHeader+minRingSize)
+	wb := boxHeaderInfo{src: 3, dst: 4, pid: 99, size: minRingSize}
+	writeBoxHeader(box, wb)
+	if got, err := parseBoxHeader(box); err != nil || got != wb {
+		t.Errorf("box header: %+v, %v", got, err)
+	}
+	if _, err := parseBoxHeader(box[:len(box)-8]); err == nil {
+		t.Error("a truncated box was accepted")
+	}
+	if pid, n, err := parseCard(encodeCard(1234, ctlSize(3))); err != nil || pid != 1234 || n != ctlSize(3) {
+		t.Errorf("card: %d %d %v", pid, n, err)
+	}
+}
+
+func TestWordAlignment(t *testing.T) {
+	mem := unsafeBytes(make([]uint64, 8))
+	if _, err := word(mem, 8); err != nil {
+		t.Errorf("aligned word refused: %v", err)
+	}
+	if _, err := word(mem, 3); err == nil {
+		t.Error("a misaligned word was accepted")
+	}
+	if _, err := word(mem, 60); err == nil {
+		t.Error("a word past the end was accepted")
+	}
+}
+
+func TestValidJobID(t *testing.T) {
+	for _, id := range []string{"0a1b2c3d", "abc_DEF.9"} {
+		if !validJobID(id) {
+			t.Errorf("%q refused", id)
+		}
+	}
+	for _, id := range []string{"", "../x", "a/b", "a b", "a*"} {
+		if validJobID(id) {
+			t.Errorf("%q accepted", id)
+		}
+	}
+}

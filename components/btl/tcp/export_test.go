@@ -1,0 +1,56 @@
+package tcp
+
+import (
+	"net/netip"
+
+	"github.com/gompi/gompi/frameworks/btl"
+)
+
+// Hooks for the external tests.
+
+// CardKey is the modex key of the business card.
+const CardKey = cardKey
+
+// ParseCard decodes a business card.
+func ParseCard(b []byte) ([]netip.AddrPort, error) { return parseCard(b) }
+
+// Hello builds a hello as a dialer would send it.
+func Hello(job string, cookie [16]byte, from, to, maxFrame int) []byte {
+	h := hello{kind: kindHello, job: jobTag(job), cookie: cookie, from: uint32(from), to: uint32(to), maxFrame: uint32(maxFrame)}
+	return h.encode()
+}
+
+// HelloLen is the size of a hello.
+const HelloLen = helloLen
+
+// Frame builds a frame header.
+func FrameHeader(tag uint8, length int) []byte {
+	b := make([]byte, frameHdrLen)
+	putFrameHeader(b, frameData, tag, length)
+	return b
+}
+
+// Rejected counts the connections a module refused at the handshake.
+func Rejected(m btl.Module) int64 { return m.(*module).rejected.Load() }
+
+// Stats are a module's frame counts.
+func Stats(m btl.Module) (sent, received uint64) {
+	mod := m.(*module)
+	if p := mod.eps.Load(); p != nil {
+		for _, e := range *p {
+			if e != nil {
+				e.mu.Lock()
+				sent += e.sent
+				e.mu.Unlock()
+			}
+		}
+	}
+	mod.progress.Lock()
+	received = mod.received
+	mod.progress.Unlock()
+	return sent, received
+}
+
+// Crash closes every socket of a module at once, without goodbyes, as the
+// death of its process would.
+func Crash(m btl.Module) { m.(*module).shutdown(false) }

@@ -1,0 +1,257 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/mca"
+)
+
+// inConn is a connection a peer dialled to us: fragments from that peer
+// arrive on it. It belongs to whoever holds the module's progress lock.
+type inConn struct {
+	m    *module
+	rank int
+	conn *net.TCPConn
+	raw  syscall.RawConn
+	fd   int32 // for epoll; the descriptor stays ours until Progress drops the connection
+	fr   *frameReader
+
+	// The RawConn.Read function and its arguments and results, kept here so
+	// that a poll allocates nothing.
+	rfn  func(uintptr) bool
+	dst  []byte
+	rn   int
+	rerr syscall.Errno
+}
+
+func newInConn(m *module, rank int, conn *net.TCPConn, raw syscall.RawConn, maxFrame int) *inConn {
+	c := &inConn{m: m, rank: rank, conn: conn, raw: raw, fr: newFrameReader(maxFrame), fd: -1}
+	c.rfn = c.read
+	raw.Control(func(fd uintptr) { c.fd = int32(fd) })
+	return c
+}
+
+// read is the RawConn.Read function: one non-blocking read, and true, so
+// that RawConn.Read never waits in the netpoller.
+func (c *inConn) read(fd uintptr) bool {
+	for {
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&c.dst[0])), uintptr(len(c.dst)))
+		if errno == unix.EINTR {
+			continue
+		}
+		c.rn, c.rerr = int(r), errno
+		return true
+	}
+}
+
+// pollRounds bounds the reads of one connection in one Progress, so that a
+// fast sender cannot starve the others.
+const pollRounds = 4
+
+// poll reads what has arrived and delivers the complete frames. It returns
+// the frames delivered, and false when the connection has ended (lost or
+// said goodbye): the caller then drops it.
+func (c *inConn) poll() (int, bool) {
+	delivered := 0
+	for range pollRounds {
+		c.dst = c.fr.space()
+		if err := c.raw.Read(c.rfn); err != nil {
+			c.lost(err)
+			return delivered, false
+		}
+		switch {
+		case c.rerr == unix.EAGAIN:
+			return delivered, true
+		case c.rerr != 0:
+			c.lost(c.rerr)
+			return delivered, false
+		case c.rn == 0:
+			c.lost(errors.New("the peer closed the connection without saying goodbye"))
+			return delivered, false
+		}
+		c.fr.advance(c.rn)
+		for {
+			h, body, ok, err := c.fr.next()
+			if err != nil {
+				c.lost(err)
+				return delivered, false
+			}
+			if !ok {
+				break
+			}
+			if h.kind == frameBye {
+				c.m.peerFinalized(c.rank)
+				return delivered, false
+			}
+			if !c.m.cb.Deliver(c.rank, btl.Tag(h.tag), body) && c.m.log.V(mca.VerboseComponent) {
+				c.m.log.Log(mca.VerboseComponent, "fragment dropped: no callback for its tag", "peer", c.rank, "tag", h.tag)
+			}
+			delivered++
+		}
+		if c.rn < len(c.dst) {
+			return delivered, true // the socket is drained
+		}
+	}
+	return delivered, true
+}
+
+func (c *inConn) lost(cause error) {
+	c.m.peerLost(c.rank, fmt.Errorf("btl tcp: connection from rank %d: %v: %w", c.rank, cause, btl.ErrPeerLost))
+}
+
+// close ends the connection at shutdown, with a goodbye on the way back
+// when graceful (the peer's watcher reads it).
+func (c *inConn) close(graceful bool) {
+	if graceful {
+		var bye [frameHdrLen]byte
+		putFrameHeader(bye[:], frameBye, 0, 0)
+		c.conn.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
+		c.conn.Write(bye[:])
+	}
+	c.conn.Close()
+}
+
+// Progress delivers what arrived on every incoming connection, pushes
+// queued output, and reports lost peers. A caller that finds another
+// goroutine progressing returns 0 at once.
+func (m *module) Progress() int {
+	if !m.progress.TryLock() {
+		return 0
+	}
+	defer m.progress.Unlock()
+	if m.adoptPending.Load() {
+		m.adoptIncoming()
+	}
+	n := 0
+	if m.epfd >= 0 {
+		n = m.pollEpoll()
+	} else {
+		for i := 0; i < len(m.in); {
+			c := m.in[i]
+			d, alive := c.poll()
+			n += d
+			if alive {
+				i++
+				continue
+			}
+			m.drop(c)
+		}
+	}
+	m.received += uint64(n)
+	if m.outPending.Load() > 0 {
+		m.pushOutput()
+	}
+	if m.lostPending.Load() {
+		m.reportLost()
+	}
+	return n
+}
+
+// adoptIncoming takes the connections the handshakes completed. The caller
+// holds progress.
+func (m *module) adoptIncoming() {
+	m.inMu.Lock()
+	fresh := m.adopt
+	m.adopt = nil
+	m.adoptPending.Store(false)
+	m.inMu.Unlock()
+	for _, c := range fresh {
+		m.in = append(m.in, c)
+		if m.epfd >= 0 {
+			m.epollAdd(c)
+		}
+	}
+	if m.epfd < 0 && m.cfg.epollMin > 0 && len(m.in) >= m.cfg.epollMin {
+		m.startEpoll()
+	}
+}
+
+// drop closes an ended connection and forgets it. The caller holds
+// progress.
+func (m *module) drop(c *inConn) {
+	if m.epfd >= 0 {
+		unix.EpollCtl(m.epfd, unix.EPOLL_CTL_DEL, int(c.fd), nil)
+		delete(m.byFD, c.fd)
+	}
+	c.conn.Close()
+	for i, x := range m.in {
+		if x == c {
+			last := len(m.in) - 1
+			m.in[i], m.in[last] = m.in[last], nil
+			m.in = m.in[:last]
+			break
+		}
+	}
+}
+
+// With many incoming connections, reading each one per Progress costs a
+// system call per peer; past btl_tcp_epoll_threshold connections one
+// non-blocking epoll_wait finds those with data instead (level-triggered,
+// so data left unread by pollRounds is found again next time).
+
+func (m *module) startEpoll() {
+	fd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		m.log.Log(mca.VerboseComponent, "epoll unavailable; reading every connection instead", "error", err)
+		m.cfg.epollMin = 0
+		return
+	}
+	m.epfd, m.byFD = fd, make(map[int32]*inConn, len(m.in))
+	for _, c := range m.in {
+		m.epollAdd(c)
+	}
+	if m.log.V(mca.VerboseInfo) {
+		m.log.Log(mca.VerboseInfo, "polling incoming connections through epoll", "connections", len(m.in))
+	}
+}
+
+func (m *module) epollAdd(c *inConn) {
+	ev := unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: c.fd}
+	if err := unix.EpollCtl(m.epfd, unix.EPOLL_CTL_ADD, int(c.fd), &ev); err != nil {
+		m.log.Log(mca.VerboseComponent, "epoll_ctl failed; reading every connection instead", "error", err)
+		m.stopEpoll()
+		m.cfg.epollMin = 0
+		return
+	}
+	m.byFD[c.fd] = c
+}
+
+func (m *module) stopEpoll() {
+	if m.epfd >= 0 {
+		unix.Close(m.epfd)
+		m.epfd, m.byFD = -1, nil
+	}
+}
+
+func (m *module) pollEpoll() int {
+	k, err := unix.EpollWait(m.epfd, m.events[:], 0)
+	if err != nil {
+		if err != unix.EINTR {
+			m.log.Log(mca.VerboseComponent, "epoll_wait failed; reading every connection instead", "error", err)
+			m.stopEpoll()
+			m.cfg.epollMin = 0
+		}
+		return 0
+	}
+	n := 0
+	for _, ev := range m.events[:k] {
+		c := m.byFD[ev.Fd]
+		if c == nil {
+			continue
+		}
+		d, alive := c.poll()
+		n += d
+		if !alive {
+			m.drop(c)
+		}
+	}
+	return n
+}

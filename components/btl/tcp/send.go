@@ -1,0 +1,491 @@
+package tcp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+)
+
+type epState uint8
+
+const (
+	epIdle       epState = iota // no connection yet
+	epConnecting                // a goroutine is dialling; output queues
+	epConnected
+	epDown // lost, finalized, or this module closed: err says which
+)
+
+// maxIov bounds the buffers of one sendmsg.
+const maxIov = 16
+
+// endpoint is the sending side towards one peer: its outgoing connection
+// and its output queue.
+type endpoint struct {
+	m     *module
+	rank  int
+	cands []candidate
+	kick  chan struct{} // wakes the flusher when output is queued
+
+	mu     sync.Mutex
+	state  epState
+	err    error
+	conn   *net.TCPConn
+	raw    syscall.RawConn
+	q      sendQueue
+	sent   uint64 // frames accepted (tests)
+	queued atomic.Bool
+
+	// Scratch for one sendmsg, used under mu so that a send allocates
+	// nothing.
+	fh   [frameHdrLen]byte
+	iov  [maxIov]unix.Iovec
+	msg  unix.Msghdr
+	wfn  func(uintptr) bool
+	wn   int
+	werr error
+}
+
+func newEndpoint(m *module, rank int, cands []candidate) *endpoint {
+	e := &endpoint{m: m, rank: rank, cands: cands, kick: make(chan struct{}, 1)}
+	e.wfn = e.sendmsg
+	return e
+}
+
+func (e *endpoint) Rank() int        { return e.rank }
+func (e *endpoint) Flags() btl.Flags { return 0 }
+
+// errNoRoom is Sendi's private refusal.
+var errNoRoom = errors.New("no room")
+
+func (m *module) Send(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error {
+	if len(hdr)+len(payload) > m.attr.MaxSendSize {
+		return btl.ErrTooLarge
+	}
+	e, ok := ep.(*endpoint)
+	if !ok || e.m != m {
+		return mpierr.Errorf(mpierr.ErrIntern, "btl tcp: Send to an endpoint of another module (%T)", ep)
+	}
+	return e.send(uint8(tag), hdr, payload, false)
+}
+
+func (m *module) Sendi(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) bool {
+	e, ok := ep.(*endpoint)
+	if !ok || e.m != m || len(hdr)+len(payload) > m.attr.EagerLimit {
+		return false
+	}
+	return e.send(uint8(tag), hdr, payload, true) == nil
+}
+
+// send writes one frame, or queues it. immediate (Sendi) refuses instead of
+// queuing.
+func (e *endpoint) send(tag uint8, hdr, payload []byte, immediate bool) error {
+	n := len(hdr) + len(payload)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch e.state {
+	case epConnected:
+		if e.q.bytes > 0 {
+			break
+		}
+		putFrameHeader(e.fh[:], frameData, tag, n)
+		w, err := e.writev(e.fh[:], hdr, payload)
+		if err != nil {
+			return e.lostLocked(err)
+		}
+		if w == frameHdrLen+n {
+			e.sent++
+			return nil
+		}
+		if w == 0 && immediate {
+			return errNoRoom
+		}
+		// The kernel took part of the frame: the rest must follow it, in
+		// order, whatever the queue's bound.
+		e.enqueueLocked(tail(w, e.fh[:], hdr, payload))
+		e.sent++
+		return nil
+	case epIdle:
+		if err := e.connectLocked(); err != nil {
+			return err
+		}
+	case epDown:
+		return e.err
+	}
+	// Connecting, or earlier output is still queued: queue behind it.
+	if immediate {
+		return errNoRoom
+	}
+	if e.q.bytes > 0 && e.q.bytes+frameHdrLen+n > e.m.cfg.maxQueued {
+		return btl.ErrWouldBlock
+	}
+	putFrameHeader(e.fh[:], frameData, tag, n)
+	e.enqueueLocked([3][]byte{e.fh[:], hdr, payload})
+	e.sent++
+	return nil
+}
+
+// tail returns what is left of the buffers after the first w bytes.
+func tail(w int, a, b, c []byte) [3][]byte {
+	out := [3][]byte{a, b, c}
+	for i := range out {
+		k := min(w, len(out[i]))
+		out[i] = out[i][k:]
+		w -= k
+	}
+	return out
+}
+
+// writev sends the buffers with one non-blocking sendmsg and returns the
+// bytes the kernel took; a full socket is not an error (0 bytes). The
+// caller holds mu.
+func (e *endpoint) writev(bufs ...[]byte) (int, error) {
+	n := 0
+	for _, b := range bufs {
+		if len(b) == 0 || n == maxIov {
+			continue
+		}
+		e.iov[n].Base = &b[0]
+		e.iov[n].SetLen(len(b))
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	e.msg.Iov = &e.iov[0]
+	e.msg.SetIovlen(n)
+	err := e.raw.Write(e.wfn)
+	for i := range n {
+		e.iov[i].Base = nil // do not keep the caller's memory alive
+	}
+	if err != nil {
+		return 0, err
+	}
+	if e.werr == unix.EAGAIN {
+		return 0, nil
+	}
+	return e.wn, e.werr
+}
+
+// sendmsg is the RawConn.Write function: one attempt, never a wait in the
+// netpoller. MSG_NOSIGNAL: a closed peer is an error, not a SIGPIPE.
+func (e *endpoint) sendmsg(fd uintptr) bool {
+	for {
+		r, _, errno := unix.RawSyscall(unix.SYS_SENDMSG, fd, uintptr(unsafe.Pointer(&e.msg)), unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT)
+		if errno == unix.EINTR {
+			continue
+		}
+		e.wn, e.werr = int(r), nil
+		if errno != 0 {
+			e.wn, e.werr = 0, errno
+		}
+		return true
+	}
+}
+
+// lostLocked fails the endpoint after a write error and reports the peer.
+func (e *endpoint) lostLocked(cause error) error {
+	err := fmt.Errorf("btl tcp: sending to rank %d: %v: %w", e.rank, cause, btl.ErrPeerLost)
+	e.failLocked(err)
+	e.m.markLost(e.rank, err)
+	return err
+}
+
+// connectLocked starts the goroutine that connects and then drains the
+// queue in the background.
+func (e *endpoint) connectLocked() error {
+	if e.m.closing.Load() {
+		e.state, e.err = epDown, fmt.Errorf("btl tcp: module finalized: %w", btl.ErrPeerLost)
+		return e.err
+	}
+	e.state = epConnecting
+	e.m.wg.Add(1)
+	go e.run()
+	return nil
+}
+
+// run connects, then pushes queued output whenever Progress is not there to
+// do it.
+func (e *endpoint) run() {
+	defer e.m.wg.Done()
+	conn, err := e.m.dial(e.rank, e.cands)
+	e.mu.Lock()
+	if err != nil || e.state != epConnecting {
+		e.mu.Unlock()
+		if conn != nil {
+			conn.Close()
+		}
+		if err != nil {
+			e.m.peerLost(e.rank, err)
+		}
+		return
+	}
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		e.mu.Unlock()
+		conn.Close()
+		e.m.peerLost(e.rank, fmt.Errorf("btl tcp: connection to rank %d: %v: %w", e.rank, err, btl.ErrPeerLost))
+		return
+	}
+	e.conn, e.raw, e.state = conn, raw, epConnected
+	if err := e.pushLocked(); err != nil {
+		e.lostLocked(err)
+		e.mu.Unlock()
+		return
+	}
+	e.mu.Unlock()
+	e.m.wg.Add(1)
+	go e.watch(conn)
+	e.flushLoop()
+}
+
+// flushLoop waits for queued output and pushes it, sleeping a little longer
+// each time the socket stays full.
+func (e *endpoint) flushLoop() {
+	done := e.m.ctx.Done()
+	for {
+		select {
+		case <-e.kick:
+		case <-done:
+			return
+		}
+		delay := 20 * time.Microsecond
+		for {
+			e.mu.Lock()
+			if e.state != epConnected {
+				e.mu.Unlock()
+				return
+			}
+			if err := e.pushLocked(); err != nil {
+				e.lostLocked(err)
+				e.mu.Unlock()
+				return
+			}
+			left := e.q.bytes
+			e.mu.Unlock()
+			if left == 0 {
+				break
+			}
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-done:
+				t.Stop()
+				return
+			}
+			delay = min(2*delay, 2*time.Millisecond)
+		}
+	}
+}
+
+// watch waits on the outgoing connection, where the peer only ever writes a
+// goodbye: anything else, or the end of the stream, means the peer is lost.
+func (e *endpoint) watch(conn *net.TCPConn) {
+	defer e.m.wg.Done()
+	var b [frameHdrLen]byte
+	_, err := io.ReadFull(conn, b[:])
+	if e.m.closing.Load() {
+		return
+	}
+	if err == nil {
+		h, perr := parseFrameHeader(b[:], 0)
+		if perr == nil && h.kind == frameBye {
+			e.m.peerFinalized(e.rank)
+			return
+		}
+		err = fmt.Errorf("unexpected bytes on the sending connection: %w", errProtocol)
+		if perr != nil {
+			err = perr
+		}
+	} else if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = errors.New("the peer closed the connection without saying goodbye")
+	}
+	e.m.peerLost(e.rank, fmt.Errorf("btl tcp: connection to rank %d: %v: %w", e.rank, err, btl.ErrPeerLost))
+}
+
+// fail takes the endpoint down (idempotent).
+func (e *endpoint) fail(err error) {
+	e.mu.Lock()
+	e.failLocked(err)
+	e.mu.Unlock()
+}
+
+func (e *endpoint) failLocked(err error) {
+	if e.state == epDown {
+		return
+	}
+	e.state, e.err = epDown, err
+	e.dropQueueLocked()
+	if e.conn != nil {
+		e.conn.Close()
+	}
+}
+
+// close ends the endpoint at shutdown: gracefully, queued output leaves
+// (until deadline) and a goodbye follows it.
+func (e *endpoint) close(graceful bool, deadline time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for graceful && e.state == epConnected && e.q.bytes > 0 && time.Now().Before(deadline) {
+		if err := e.pushLocked(); err != nil {
+			break
+		}
+		if e.q.bytes > 0 {
+			e.mu.Unlock()
+			time.Sleep(50 * time.Microsecond)
+			e.mu.Lock()
+		}
+	}
+	if graceful && e.state == epConnected && e.q.bytes == 0 {
+		var bye [frameHdrLen]byte
+		putFrameHeader(bye[:], frameBye, 0, 0)
+		e.writev(bye[:])
+	}
+	if e.state == epConnected && e.m.log.V(mca.VerboseInfo) {
+		e.m.log.Log(mca.VerboseInfo, "closing connection", "peer", e.rank, "frames_sent", e.sent)
+	}
+	e.failLocked(fmt.Errorf("btl tcp: module finalized: %w", btl.ErrPeerLost))
+}
+
+// ---- The output queue ----
+
+// sendQueue holds output that the socket did not take yet, in chunks from
+// the module's pool; a frame may span chunks.
+type sendQueue struct {
+	chunks []*[]byte
+	off    int // bytes of chunks[0] already written
+	bytes  int // bytes waiting
+}
+
+// enqueueLocked copies the buffers to the end of the queue.
+func (e *endpoint) enqueueLocked(bufs [3][]byte) {
+	q := &e.q
+	was := q.bytes
+	for _, b := range bufs {
+		for len(b) > 0 {
+			var last *[]byte
+			if len(q.chunks) > 0 {
+				last = q.chunks[len(q.chunks)-1]
+			}
+			if last == nil || len(*last) == cap(*last) {
+				if len(b) > chunkSize {
+					c := make([]byte, 0, len(b))
+					last = &c
+				} else {
+					last = e.m.chunks.Get().(*[]byte)
+					*last = (*last)[:0]
+				}
+				q.chunks = append(q.chunks, last)
+			}
+			k := min(len(b), cap(*last)-len(*last))
+			*last = append(*last, b[:k]...)
+			b = b[k:]
+			q.bytes += k
+		}
+	}
+	if was == 0 && q.bytes > 0 {
+		e.queued.Store(true)
+		e.m.outPending.Add(1)
+		select {
+		case e.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// pushLocked writes queued output until the queue is empty or the socket
+// is full. It returns the write error, if any.
+func (e *endpoint) pushLocked() error {
+	q := &e.q
+	for q.bytes > 0 && e.state == epConnected {
+		var bufs [maxIov][]byte
+		n := 0
+		for i, c := range q.chunks {
+			if n == maxIov {
+				break
+			}
+			b := *c
+			if i == 0 {
+				b = b[q.off:]
+			}
+			bufs[n] = b
+			n++
+		}
+		w, err := e.writev(bufs[:n]...)
+		if err != nil {
+			return err
+		}
+		if w == 0 {
+			return nil
+		}
+		q.bytes -= w
+		for w > 0 {
+			c := q.chunks[0]
+			left := len(*c) - q.off
+			if w < left {
+				q.off += w
+				break
+			}
+			w -= left
+			q.off = 0
+			q.chunks[0] = nil
+			q.chunks = q.chunks[1:]
+			e.m.putChunk(c)
+		}
+	}
+	if q.bytes == 0 && e.queued.Load() {
+		e.queued.Store(false)
+		e.m.outPending.Add(-1)
+		q.chunks, q.off = q.chunks[:0], 0
+	}
+	return nil
+}
+
+func (e *endpoint) dropQueueLocked() {
+	q := &e.q
+	for _, c := range q.chunks {
+		e.m.putChunk(c)
+	}
+	q.chunks, q.off, q.bytes = nil, 0, 0
+	if e.queued.Load() {
+		e.queued.Store(false)
+		e.m.outPending.Add(-1)
+	}
+}
+
+// putChunk returns a pooled chunk to the pool; an outsized one goes to the
+// garbage collector.
+func (m *module) putChunk(c *[]byte) {
+	if cap(*c) == chunkSize {
+		m.chunks.Put(c)
+	}
+}
+
+// pushOutput pushes every endpoint's queued output (from Progress).
+func (m *module) pushOutput() {
+	p := m.eps.Load()
+	if p == nil {
+		return
+	}
+	for _, e := range *p {
+		if e == nil || !e.queued.Load() {
+			continue
+		}
+		e.mu.Lock()
+		if err := e.pushLocked(); err != nil {
+			e.lostLocked(err)
+		}
+		e.mu.Unlock()
+	}
+}

@@ -1,0 +1,212 @@
+package ob1
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/gompi/gompi/frameworks/btl"
+)
+
+// Wire format. Every header starts with its type and a flags byte; integers
+// are little endian (gompi jobs are homogeneous, and every machine it runs
+// on is little endian). The types keep ob1's numbers, and each travels on
+// BTL tag TagPML + type.
+//
+//	MATCH  (16)  type flags ctx:u16 src:i32 tag:i32 seq:u16 pad:u16, then the payload
+//	RNDV   (32)  MATCH + msglen:u64 srcreq:u64, then the first chunk
+//	RGET   (32)  as RNDV, then len:u8 + the RDMA route's BTL name + its Expose description
+//	ACK    (40)  type flags pad:6 srcreq:u64 dstreq:u64 offset:u64 want:u64
+//	FRAG   (24)  type flags pad:6 dstreq:u64 offset:u64, then data
+//	FIN    (16)  type flags pad:6 srcreq:u64
+//
+// ctx is the communicator's context id, src the sender's rank in it, seq the
+// per-(communicator, sender) sequence number (wrapping at 65536). srcreq and
+// dstreq name the sender's and the receiver's request in their own tables;
+// they are numbers, never pointers, and a number the table does not hold is
+// dropped. ACK asks the sender for bytes [offset, want) of its message, sent
+// as FRAGs to dstreq; offset >= want means "nothing more: you are done". FIN
+// tells an RGET's sender that its buffer has been read.
+const (
+	hdrMatch = 1
+	hdrRndv  = 2
+	hdrRget  = 3
+	hdrAck   = 4
+	hdrFrag  = 6
+	hdrFin   = 9
+)
+
+// Header lengths.
+const (
+	matchLen = 16
+	rndvLen  = 32
+	ackLen   = 40
+	fragLen  = 24
+	finLen   = 16
+	// maxHdr is the longest header; per-peer scratch buffers hold one.
+	maxHdr = ackLen
+)
+
+// maxMsgLen bounds a rendezvous length read from the wire, so that it fits
+// an int with room to add offsets.
+const maxMsgLen = 1 << 48
+
+func tagOf(typ byte) btl.Tag { return btl.TagPML + btl.Tag(typ) }
+
+// matchHdr is a decoded MATCH, RNDV or RGET header.
+type matchHdr struct {
+	typ    byte
+	flags  byte
+	ctx    uint16
+	src    int32
+	tag    int32
+	seq    uint16
+	msgLen uint64 // RNDV, RGET
+	srcReq uint64 // RNDV, RGET
+}
+
+var le = binary.LittleEndian
+
+// putMatch writes a MATCH-shaped header of type typ into b and returns it.
+func putMatch(b []byte, typ byte, ctx uint16, src, tag int, seq uint16) []byte {
+	b = b[:matchLen]
+	b[0], b[1] = typ, 0
+	le.PutUint16(b[2:], ctx)
+	le.PutUint32(b[4:], uint32(int32(src)))
+	le.PutUint32(b[8:], uint32(int32(tag)))
+	le.PutUint16(b[12:], seq)
+	b[14], b[15] = 0, 0
+	return b
+}
+
+// putRndv writes an RNDV or RGET header into b and returns it.
+func putRndv(b []byte, typ byte, ctx uint16, src, tag int, seq uint16, msgLen int, srcReq uint64) []byte {
+	putMatch(b, typ, ctx, src, tag, seq)
+	b = b[:rndvLen]
+	le.PutUint64(b[16:], uint64(msgLen))
+	le.PutUint64(b[24:], srcReq)
+	return b
+}
+
+// decodeMatch parses a MATCH, RNDV or RGET header and returns it with what
+// follows it.
+func decodeMatch(frag []byte) (matchHdr, []byte, error) {
+	var h matchHdr
+	if len(frag) < matchLen {
+		return h, nil, fmt.Errorf("match header of %d bytes, want %d", len(frag), matchLen)
+	}
+	h.typ, h.flags = frag[0], frag[1]
+	h.ctx = le.Uint16(frag[2:])
+	h.src = int32(le.Uint32(frag[4:]))
+	h.tag = int32(le.Uint32(frag[8:]))
+	h.seq = le.Uint16(frag[12:])
+	switch h.typ {
+	case hdrMatch:
+		return h, frag[matchLen:], nil
+	case hdrRndv, hdrRget:
+		if len(frag) < rndvLen {
+			return h, nil, fmt.Errorf("rendezvous header of %d bytes, want %d", len(frag), rndvLen)
+		}
+		h.msgLen = le.Uint64(frag[16:])
+		h.srcReq = le.Uint64(frag[24:])
+		rest := frag[rndvLen:]
+		if h.msgLen > maxMsgLen {
+			return h, nil, fmt.Errorf("rendezvous of %d bytes: larger than %d", h.msgLen, uint64(maxMsgLen))
+		}
+		if h.typ == hdrRndv && uint64(len(rest)) > h.msgLen {
+			return h, nil, fmt.Errorf("rendezvous first chunk of %d bytes for a message of %d", len(rest), h.msgLen)
+		}
+		if h.typ == hdrRget {
+			if _, _, err := decodeRget(rest); err != nil {
+				return h, nil, err
+			}
+		}
+		return h, rest, nil
+	}
+	return h, nil, fmt.Errorf("header type %d is not a match header", h.typ)
+}
+
+// rgetPayload is what follows an RGET header: the name of the BTL whose
+// RDMA module exposed the buffer, and its description.
+func rgetPayload(btlName string, desc []byte) []byte {
+	b := make([]byte, 0, 1+len(btlName)+len(desc))
+	b = append(b, byte(len(btlName)))
+	b = append(b, btlName...)
+	return append(b, desc...)
+}
+
+func decodeRget(p []byte) (name, desc []byte, err error) {
+	if len(p) < 1 || len(p) < 1+int(p[0]) {
+		return nil, nil, fmt.Errorf("RGET description of %d bytes is cut short", len(p))
+	}
+	return p[1 : 1+int(p[0])], p[1+int(p[0]):], nil
+}
+
+type ackHdr struct{ srcReq, dstReq, offset, want uint64 }
+
+func putAck(b []byte, a ackHdr) []byte {
+	b = b[:ackLen]
+	clear(b[:8])
+	b[0] = hdrAck
+	le.PutUint64(b[8:], a.srcReq)
+	le.PutUint64(b[16:], a.dstReq)
+	le.PutUint64(b[24:], a.offset)
+	le.PutUint64(b[32:], a.want)
+	return b
+}
+
+func decodeAck(frag []byte) (ackHdr, error) {
+	if len(frag) != ackLen || frag[0] != hdrAck {
+		return ackHdr{}, fmt.Errorf("ACK of %d bytes, want %d", len(frag), ackLen)
+	}
+	a := ackHdr{le.Uint64(frag[8:]), le.Uint64(frag[16:]), le.Uint64(frag[24:]), le.Uint64(frag[32:])}
+	if a.want > maxMsgLen || a.offset > maxMsgLen {
+		return a, fmt.Errorf("ACK for bytes [%d, %d): out of range", a.offset, a.want)
+	}
+	return a, nil
+}
+
+type fragHdr struct{ dstReq, offset uint64 }
+
+func putFrag(b []byte, f fragHdr) []byte {
+	b = b[:fragLen]
+	clear(b[:8])
+	b[0] = hdrFrag
+	le.PutUint64(b[8:], f.dstReq)
+	le.PutUint64(b[16:], f.offset)
+	return b
+}
+
+func decodeFrag(frag []byte) (fragHdr, []byte, error) {
+	if len(frag) < fragLen || frag[0] != hdrFrag {
+		return fragHdr{}, nil, fmt.Errorf("FRAG of %d bytes, want at least %d", len(frag), fragLen)
+	}
+	f := fragHdr{le.Uint64(frag[8:]), le.Uint64(frag[16:])}
+	if f.offset > maxMsgLen {
+		return f, nil, fmt.Errorf("FRAG at offset %d: out of range", f.offset)
+	}
+	return f, frag[fragLen:], nil
+}
+
+func putFin(b []byte, srcReq uint64) []byte {
+	b = b[:finLen]
+	clear(b[:8])
+	b[0] = hdrFin
+	le.PutUint64(b[8:], srcReq)
+	return b
+}
+
+func decodeFin(frag []byte) (uint64, error) {
+	if len(frag) != finLen || frag[0] != hdrFin {
+		return 0, fmt.Errorf("FIN of %d bytes, want %d", len(frag), finLen)
+	}
+	return le.Uint64(frag[8:]), nil
+}
+
+// Header lengths that decide the protocol, for tests and tools: a standard
+// message goes eager when MatchHeaderLen + its length fits the route's eager
+// limit; a synchronous one sends its whole payload with the RNDV header when
+// RndvHeaderLen + its length fits.
+const (
+	MatchHeaderLen = matchLen
+	RndvHeaderLen  = rndvLen
+)

@@ -1,0 +1,455 @@
+package ob1
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// comm is ob1's state for one communicator.
+type comm struct {
+	pc    *pml.Comm
+	cid   uint16
+	group *group.Group
+	rank  int
+	size  int
+
+	// send is per peer (communicator rank); each has its own lock, so that
+	// sends to different peers never contend.
+	send []sendPeer
+
+	// mu is the matching lock: it guards everything below.
+	mu      sync.Mutex
+	peers   []recvPeer
+	wild    reqList // posted AnySource receives, in posting order
+	unexAll msgList // unexpected messages of every peer, in matching order
+	postSeq uint64  // posting order of receives
+}
+
+// sendPeer is the send side of one (communicator, peer) pair.
+type sendPeer struct {
+	mu    sync.Mutex
+	seq   uint16     // the next message's sequence number
+	queue []*sendReq // sends that found no room, in sequence order
+	// inQueued says the peer is on the module's list of queues to push.
+	inQueued bool
+	// rr turns eager messages over the peer's routes.
+	rr uint32
+	// hdr is scratch space for headers, used under mu, so that the hot
+	// path does not allocate.
+	hdr [maxHdr]byte
+}
+
+// recvPeer is the receive side of one (communicator, peer) pair.
+type recvPeer struct {
+	expected uint16            // the sequence number that matches next
+	parked   map[uint16]*inMsg // headers that arrived before their turn
+	posted   reqList           // receives posted for this peer
+	unex     msgList           // this peer's unexpected messages
+}
+
+// inMsg is a message header (with its eager data or first chunk) that could
+// not be matched when it arrived: parked, unexpected, or taken by a matched
+// probe. Its data is a copy.
+type inMsg struct {
+	typ    byte
+	ctx    uint16
+	src    int // communicator rank
+	world  int
+	tag    int
+	seq    uint16
+	msgLen int
+	srcReq uint64
+	data   []byte
+	// small holds the data of short messages, saving an allocation.
+	small [32]byte
+
+	allPrev, allNext   *inMsg
+	peerPrev, peerNext *inMsg
+}
+
+func (m *module) AddComm(pc *pml.Comm) error {
+	if pc.Group == nil || pc.Size != pc.Group.Size() || pc.Rank < 0 || pc.Rank >= pc.Size {
+		return mpierr.Errorf(mpierr.ErrComm, "ob1: communicator %d: rank %d of %d does not fit its group", pc.CID, pc.Rank, pc.Size)
+	}
+	c := &comm{
+		pc: pc, cid: pc.CID, group: pc.Group, rank: pc.Rank, size: pc.Size,
+		send:  make([]sendPeer, pc.Size),
+		peers: make([]recvPeer, pc.Size),
+	}
+	for r := 0; r < pc.Size; r++ {
+		if w := pc.Group.World(r); w < 0 || w >= m.size {
+			return mpierr.Errorf(mpierr.ErrComm, "ob1: communicator %d: rank %d is world rank %d, outside the job of %d", pc.CID, r, w, m.size)
+		}
+	}
+	m.commsMu.Lock()
+	cs := *m.comms.Load()
+	if int(pc.CID) < len(cs) && cs[pc.CID] != nil {
+		m.commsMu.Unlock()
+		return mpierr.Errorf(mpierr.ErrComm, "ob1: context id %d is already in use", pc.CID)
+	}
+	n := max(len(cs), int(pc.CID)+1)
+	next := make([]*comm, n)
+	copy(next, cs)
+	next[pc.CID] = c
+	pc.State = c
+	m.comms.Store(&next)
+	orphans := m.orphans[pc.CID]
+	delete(m.orphans, pc.CID)
+	m.commsMu.Unlock()
+	// Headers that arrived before the communicator existed here go through
+	// matching now, in arrival order; sequence numbers sort them out.
+	for _, msg := range orphans {
+		m.incoming(msg.world, msg, nil)
+	}
+	return nil
+}
+
+func (m *module) DelComm(pc *pml.Comm) error {
+	m.commsMu.Lock()
+	defer m.commsMu.Unlock()
+	cs := *m.comms.Load()
+	if int(pc.CID) >= len(cs) || cs[pc.CID] != pc.State {
+		return mpierr.Errorf(mpierr.ErrComm, "ob1: context id %d is not in use", pc.CID)
+	}
+	next := append([]*comm(nil), cs...)
+	next[pc.CID] = nil
+	m.comms.Store(&next)
+	return nil
+}
+
+// recvBTL is the BTL callback for every ob1 tag.
+func (m *module) recvBTL(src int, _ btl.Tag, frag []byte) { m.dispatch(src, frag) }
+
+// dispatch handles one fragment from a BTL or an LLP. It runs inside
+// Progress; frag is valid only during the call.
+func (m *module) dispatch(src int, frag []byte) {
+	if len(frag) < 2 {
+		m.bad(src, fmt.Errorf("fragment of %d bytes", len(frag)))
+		return
+	}
+	switch frag[0] {
+	case hdrMatch, hdrRndv, hdrRget:
+		h, payload, err := decodeMatch(frag)
+		if err != nil {
+			m.bad(src, err)
+			return
+		}
+		m.incoming(src, nil, &arrival{h: h, data: payload})
+	case hdrAck:
+		m.onAck(src, frag)
+	case hdrFrag:
+		m.onFrag(src, frag)
+	case hdrFin:
+		m.onFin(src, frag)
+	default:
+		m.bad(src, fmt.Errorf("unknown header type %d", frag[0]))
+	}
+}
+
+// arrival is a header straight off the wire, its data valid only during the
+// callback.
+type arrival struct {
+	h    matchHdr
+	data []byte
+}
+
+// copyIn makes an inMsg of an arrival.
+func (a *arrival) copyIn(world int) *inMsg {
+	msg := &inMsg{
+		typ: a.h.typ, ctx: a.h.ctx, src: int(a.h.src), world: world, tag: int(a.h.tag), seq: a.h.seq,
+		msgLen: len(a.data), srcReq: a.h.srcReq,
+	}
+	if a.h.typ != hdrMatch {
+		msg.msgLen = int(a.h.msgLen)
+	}
+	if len(a.data) <= len(msg.small) {
+		msg.data = msg.small[:len(a.data):len(a.data)]
+	} else {
+		msg.data = make([]byte, len(a.data))
+	}
+	copy(msg.data, a.data)
+	return msg
+}
+
+// incoming matches one MATCH, RNDV or RGET header from world rank world:
+// either a fresh arrival (a) or a copy made earlier (msg).
+func (m *module) incoming(world int, msg *inMsg, a *arrival) {
+	var cid uint16
+	var src int
+	var seq uint16
+	if a != nil {
+		cid, src, seq = a.h.ctx, int(a.h.src), a.h.seq
+	} else {
+		cid, src, seq = msg.ctx, msg.src, msg.seq
+	}
+	c := m.comm(cid)
+	if c == nil {
+		// A peer may create a communicator and send on it before this
+		// process has created it: keep the header until AddComm.
+		if msg == nil {
+			msg, a = a.copyIn(world), nil
+		}
+		m.commsMu.Lock()
+		if c = m.comm(cid); c == nil {
+			m.orphans[cid] = append(m.orphans[cid], msg)
+			m.commsMu.Unlock()
+			return
+		}
+		m.commsMu.Unlock()
+	}
+	// The source must be a member whose world rank is the sender's: a
+	// header may not speak for another process.
+	if src < 0 || src >= c.size || c.group.World(src) != world {
+		m.bad(world, fmt.Errorf("communicator %d: source rank %d is not world rank %d", cid, src, world))
+		return
+	}
+	var acts []action
+	c.mu.Lock()
+	p := &c.peers[src]
+	if seq != p.expected {
+		if msg == nil {
+			msg, a = a.copyIn(world), nil
+		}
+		if p.parked == nil {
+			p.parked = map[uint16]*inMsg{}
+		}
+		if _, dup := p.parked[seq]; dup {
+			c.mu.Unlock()
+			m.bad(world, fmt.Errorf("communicator %d: sequence number %d from rank %d is already waiting its turn", cid, seq, src))
+			return
+		}
+		p.parked[seq] = msg
+		c.mu.Unlock()
+		m.nOutOfOrder.Add(1)
+		return
+	}
+	acts = m.matchIn(c, src, msg, a, world, acts)
+	p.expected++
+	for len(p.parked) > 0 {
+		next, ok := p.parked[p.expected]
+		if !ok {
+			break
+		}
+		delete(p.parked, p.expected)
+		acts = m.matchIn(c, src, next, nil, world, acts)
+		p.expected++
+	}
+	c.mu.Unlock()
+	for i := range acts {
+		m.runAction(&acts[i])
+	}
+}
+
+// action is the part of matching a rendezvous that talks to the network,
+// done after the matching lock is released.
+type action struct {
+	r   *recvReq
+	typ byte
+	// msgLen, srcReq and data describe the message; data is valid until
+	// the action has run.
+	msgLen int
+	srcReq uint64
+	data   []byte
+	world  int
+	src    int
+	tag    int
+}
+
+// matchIn matches one in-order header against the posted receives, or
+// queues it as unexpected. Eager data is copied into the receive buffer here;
+// a rendezvous becomes an action. Callers hold c.mu.
+func (m *module) matchIn(c *comm, src int, msg *inMsg, a *arrival, world int, acts []action) []action {
+	var typ byte
+	var tag int
+	if a != nil {
+		typ, tag = a.h.typ, int(a.h.tag)
+	} else {
+		typ, tag = msg.typ, msg.tag
+	}
+	r := c.findPosted(src, tag)
+	if r == nil {
+		if msg == nil {
+			msg = a.copyIn(world)
+		}
+		c.peers[src].unex.pushPeer(msg)
+		c.unexAll.pushAll(msg)
+		m.nUnexpected.Add(1)
+		return acts
+	}
+	c.unpost(r)
+	var data []byte
+	var msgLen int
+	var srcReq uint64
+	if a != nil {
+		data, msgLen, srcReq = a.data, len(a.data), a.h.srcReq
+		if typ != hdrMatch {
+			msgLen = int(a.h.msgLen)
+		}
+	} else {
+		data, msgLen, srcReq = msg.data, msg.msgLen, msg.srcReq
+	}
+	if typ == hdrMatch {
+		r.completeEager(src, tag, data)
+		return acts
+	}
+	return append(acts, action{r: r, typ: typ, msgLen: msgLen, srcReq: srcReq, data: data, world: world, src: src, tag: tag})
+}
+
+// tagMatches says whether a receive for want takes a message with tag got:
+// AnyTag takes every tag >= 0, never the negative tags gompi reserves.
+func tagMatches(want, got int) bool {
+	return want == got || (want == pml.AnyTag && got >= 0)
+}
+
+// findPosted returns the earliest posted receive that takes a message from
+// src with tag: the first fitting one of the peer's receives or of the
+// AnySource receives, whichever was posted first. Callers hold c.mu.
+func (c *comm) findPosted(src, tag int) *recvReq {
+	var best *recvReq
+	for r := c.peers[src].posted.head; r != nil; r = r.next {
+		if tagMatches(r.tag, tag) {
+			best = r
+			break
+		}
+	}
+	for r := c.wild.head; r != nil; r = r.next {
+		if best != nil && r.postSeq > best.postSeq {
+			break
+		}
+		if tagMatches(r.tag, tag) {
+			return r
+		}
+	}
+	return best
+}
+
+// findUnexpected returns the earliest unexpected message a receive for
+// (src, tag) takes. Callers hold c.mu.
+func (c *comm) findUnexpected(src, tag int) *inMsg {
+	if src == pml.AnySource {
+		for msg := c.unexAll.head; msg != nil; msg = msg.allNext {
+			if tagMatches(tag, msg.tag) {
+				return msg
+			}
+		}
+		return nil
+	}
+	for msg := c.peers[src].unex.head; msg != nil; msg = msg.peerNext {
+		if tagMatches(tag, msg.tag) {
+			return msg
+		}
+	}
+	return nil
+}
+
+// takeUnexpected removes msg from the unexpected queues. Callers hold c.mu.
+func (c *comm) takeUnexpected(msg *inMsg) {
+	c.peers[msg.src].unex.removePeer(msg)
+	c.unexAll.removeAll(msg)
+}
+
+// post queues r as a posted receive. Callers hold c.mu.
+func (c *comm) post(r *recvReq) {
+	c.postSeq++
+	r.postSeq = c.postSeq
+	r.posted = true
+	if r.src == pml.AnySource {
+		c.wild.push(r)
+	} else {
+		c.peers[r.src].posted.push(r)
+	}
+}
+
+// unpost removes a posted receive. Callers hold c.mu.
+func (c *comm) unpost(r *recvReq) {
+	if r.src == pml.AnySource {
+		c.wild.remove(r)
+	} else {
+		c.peers[r.src].posted.remove(r)
+	}
+	r.posted = false
+}
+
+// Intrusive lists. Messages sit on two at once (all peers, and their
+// peer's), hence two sets of links.
+
+type msgList struct{ head, tail *inMsg }
+
+func (l *msgList) pushAll(msg *inMsg) {
+	msg.allPrev, msg.allNext = l.tail, nil
+	if l.tail != nil {
+		l.tail.allNext = msg
+	} else {
+		l.head = msg
+	}
+	l.tail = msg
+}
+
+func (l *msgList) removeAll(msg *inMsg) {
+	if msg.allPrev != nil {
+		msg.allPrev.allNext = msg.allNext
+	} else {
+		l.head = msg.allNext
+	}
+	if msg.allNext != nil {
+		msg.allNext.allPrev = msg.allPrev
+	} else {
+		l.tail = msg.allPrev
+	}
+	msg.allPrev, msg.allNext = nil, nil
+}
+
+func (l *msgList) pushPeer(msg *inMsg) {
+	msg.peerPrev, msg.peerNext = l.tail, nil
+	if l.tail != nil {
+		l.tail.peerNext = msg
+	} else {
+		l.head = msg
+	}
+	l.tail = msg
+}
+
+func (l *msgList) removePeer(msg *inMsg) {
+	if msg.peerPrev != nil {
+		msg.peerPrev.peerNext = msg.peerNext
+	} else {
+		l.head = msg.peerNext
+	}
+	if msg.peerNext != nil {
+		msg.peerNext.peerPrev = msg.peerPrev
+	} else {
+		l.tail = msg.peerPrev
+	}
+	msg.peerPrev, msg.peerNext = nil, nil
+}
+
+type reqList struct{ head, tail *recvReq }
+
+func (l *reqList) push(r *recvReq) {
+	r.prev, r.next = l.tail, nil
+	if l.tail != nil {
+		l.tail.next = r
+	} else {
+		l.head = r
+	}
+	l.tail = r
+}
+
+func (l *reqList) remove(r *recvReq) {
+	if r.prev != nil {
+		r.prev.next = r.next
+	} else {
+		l.head = r.next
+	}
+	if r.next != nil {
+		r.next.prev = r.prev
+	} else {
+		l.tail = r.prev
+	}
+	r.prev, r.next = nil, nil
+}

@@ -1,0 +1,457 @@
+// Package ob1 is gompi's PML: MPI matching and protocols over the BTLs, with
+// Fujitsu's low-latency path (LLP) tried first for small blocking sends.
+//
+// # Protocols (sender side, per message; hdr.go has the wire format)
+//
+//   - LLP: a blocking send in standard, buffered or ready mode, with a payload
+//     shorter than pml_ob1_llp_max_payload_size, to a peer other than oneself
+//     that an LLP reaches, is offered to the LLP first: no request object,
+//     nothing queued. On llp.ErrNotAvailable the same message, with the same
+//     sequence number, takes the paths below.
+//   - Eager: a message that fits the eager route's eager limit with a MATCH
+//     header goes in one fragment and completes at once.
+//   - Rendezvous: otherwise (and always in synchronous mode) the sender sends
+//     RNDV with a first chunk and waits for the receiver's ACK, which comes
+//     after the receive matched and says which bytes it still wants; the rest
+//     goes as FRAGs of the route's max send size, a few per progress pass.
+//   - RGET: a message above the eager limit, when the peer's route offers
+//     RDMA Get, goes as RGET carrying a description of the sender's buffer;
+//     the receiver reads it with one copy straight into the receive buffer
+//     and sends FIN. If its Get fails with btl.ErrNoRDMA it sends an ACK
+//     instead, and the rendezvous continues with FRAGs.
+//
+// # Matching (receiver side, match.go)
+//
+// Per communicator, one lock guards matching. Per (communicator, peer) the
+// receiver expects sequence numbers in order; a header that arrives early
+// (messages of one peer can travel by the LLP and by the BTLs) is parked
+// until the gap fills. An in-order header matches the earliest posted receive
+// that fits (specific receives of that peer and AnySource receives, compared
+// by posting order) or joins the unexpected queue. A newly posted receive
+// first takes the earliest fitting unexpected message. This is MPI's
+// non-overtaking rule.
+//
+// # Flow control
+//
+// Nothing on the send side queues without bound: a send that finds no room
+// in the transport (btl.ErrWouldBlock) is queued on its peer with its
+// request, and the caller (a blocking send) waits, progressing. The receiver
+// drains its transports only when it progresses, which it does only while it
+// waits for something that is not yet there; so what sits in its unexpected
+// queue is bounded by what the transports buffer.
+package ob1
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/frameworks/llp"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
+)
+
+// Component is the ob1 PML component.
+type Component struct {
+	llpMax, useRDMA, pipeline, stats *params.Param
+}
+
+// Info describes the component.
+func (c *Component) Info() mca.Info {
+	return mca.Info{Framework: "pml", Name: "ob1", Version: mca.GompiVersion, API: pml.Framework.API, Priority: 20}
+}
+
+// Register declares the component's parameters.
+func (c *Component) Register(r *mca.Registrar) {
+	c.llpMax = r.Add(params.Def{Name: "pml_ob1_llp_max_payload_size", Type: params.Size, Level: 4, Default: "256",
+		Help: "Blocking sends with a payload shorter than this many bytes try the low-latency path (LLP) first; 0 never uses it"})
+	c.useRDMA = r.Add(params.Def{Name: "pml_ob1_use_rdma", Type: params.Bool, Level: 5, Default: "true",
+		Help: "Send messages above the eager limit by RDMA Get (the receiver reads the sender's buffer with one copy) where the BTL offers it; " +
+			"otherwise as pipelined fragments"})
+	c.pipeline = r.Add(params.Def{Name: "pml_ob1_send_pipeline_depth", Type: params.Uint, Level: 6, Default: "4",
+		Help: "Fragments of one rendezvous message pushed per progress pass, so that one large message does not hold up the others"})
+	c.stats = r.Add(params.Def{Name: "pml_ob1_stats", Type: params.Bool, Level: 5, Default: "false",
+		Help: "Log the protocol counters (LLP hits and fall-backs, eager, rendezvous, RGET, unexpected) at Finalize; " +
+			"pml_base_verbose >= 10 logs them too"})
+}
+
+// Query builds the instance's module.
+func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
+	if env == nil || env.BML == nil || env.Runtime == nil {
+		return 0, nil, mca.Decline("no byte transfer layer")
+	}
+	job := env.Runtime.Job()
+	m := &module{
+		base:     b,
+		log:      b.Logger("pml").Named("ob1"),
+		bml:      env.BML,
+		me:       job.Rank,
+		size:     job.Size,
+		llpMax:   int(b.Get(c.llpMax).Uint()),
+		useRDMA:  b.Get(c.useRDMA).Bool(),
+		pipeline: max(1, int(b.Get(c.pipeline).Uint())),
+		dump:     b.Get(c.stats).Bool(),
+		llpOf:    make([]llp.Module, job.Size),
+		lost:     make([]atomic.Bool, job.Size),
+		sends:    map[uint64]*sendReq{},
+		recvs:    map[uint64]*recvReq{},
+		orphans:  map[uint16][]*inMsg{},
+	}
+	empty := []*comm{}
+	m.comms.Store(&empty)
+	m.eng = pml.NewEngine(b, env.Runtime, m.Progress)
+	m.recvPool.New = func() any { return new(recvReq) }
+
+	// The LLP of a peer is the first selected module that reaches it; never
+	// one for oneself (self-sends always take the BTL path).
+	ranks := make([]int, job.Size)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	for _, l := range env.LLP {
+		reach, err := l.AddProcs(ranks)
+		if err != nil {
+			return 0, nil, fmt.Errorf("llp %s: adding the job's processes: %w", l.Name(), err)
+		}
+		if len(reach) != len(ranks) {
+			return 0, nil, mpierr.Errorf(mpierr.ErrIntern, "llp %s: AddProcs returned %d answers for %d ranks", l.Name(), len(reach), len(ranks))
+		}
+		used := false
+		for r, ok := range reach {
+			if ok && r != m.me && m.llpOf[r] == nil {
+				m.llpOf[r] = l
+				used = true
+			}
+		}
+		if used {
+			m.llps = append(m.llps, l)
+			l.RegisterRecv(m.dispatch)
+		}
+		if m.log.V(mca.VerboseComponent) {
+			m.log.Log(mca.VerboseComponent, "llp module", "llp", l.Name(), "used", used, "max_payload", m.llpMax)
+		}
+	}
+	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin} {
+		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
+	}
+	env.BML.RegisterError(m.peerLost)
+	return 20, m, nil
+}
+
+// module is ob1 for one instance.
+type module struct {
+	base     *mca.Base
+	log      *mca.Logger
+	bml      *btl.BML
+	eng      *pml.Engine
+	me, size int
+	llpMax   int
+	useRDMA  bool
+	pipeline int
+	dump     bool
+
+	llpOf []llp.Module // per world rank: its LLP, nil when none
+	llps  []llp.Module // the modules in use, for progress
+	lost  []atomic.Bool
+
+	// comms is indexed by context id (copy on write: the receive path
+	// reads it without a lock). orphans holds headers that arrived for a
+	// context id this process has not created yet.
+	comms   atomic.Pointer[[]*comm]
+	commsMu sync.Mutex
+	orphans map[uint16][]*inMsg
+
+	// The request tables name rendezvous requests on the wire.
+	reqMu  sync.Mutex
+	nextID uint64
+	sends  map[uint64]*sendReq
+	recvs  map[uint64]*recvReq
+
+	// Queued work, pushed by Progress: control messages that found no
+	// room, rendezvous sends with fragments to push, peers whose queue holds
+	// sends that found no room. work counts them all, so that Progress skips
+	// the lock when there is none.
+	work    atomic.Int64
+	workMu  sync.Mutex
+	ctl     []ctlMsg
+	streams []*sendReq
+	queued  []*sendPeer
+	pushing sync.Mutex
+	// Scratch copies of streams and queued, used by the pusher only.
+	scratchS []*sendReq
+	scratchQ []*sendPeer
+
+	bsend    pml.BsendBuffer
+	recvPool sync.Pool
+
+	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
+}
+
+type ctlMsg struct {
+	world int
+	typ   byte
+	hdr   []byte
+}
+
+func (m *module) Engine() *pml.Engine { return m.eng }
+
+// Progress moves every transport once, then the queued work.
+func (m *module) Progress() int {
+	n := m.bml.Progress()
+	for _, l := range m.llps {
+		n += l.Progress()
+	}
+	if m.work.Load() != 0 {
+		n += m.pushWork()
+	}
+	return n
+}
+
+func (m *module) Stats() pml.Stats {
+	return pml.Stats{
+		LLPHits: m.nLLPHits.Load(), LLPFallbacks: m.nLLPFallbacks.Load(),
+		Eager: m.nEager.Load(), Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
+		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(),
+	}
+}
+
+// Finalize logs the counters when asked (pml_ob1_stats, or pml_base_verbose
+// >= 10). A logger of its own, at Info level, prints them whatever the
+// framework's verbosity, since the user asked for them.
+func (m *module) Finalize() error {
+	if m.dump || m.log.V(mca.VerboseComponent) {
+		s := m.Stats()
+		h := m.log.HCLog().Named("stats")
+		h.SetLevel(hclog.Info)
+		h.Info("counters", "llp_hits", s.LLPHits, "llp_fallbacks", s.LLPFallbacks,
+			"eager", s.Eager, "rendezvous", s.Rendezvous, "rget", s.RGet, "rget_fallbacks", s.RGetFallbacks,
+			"unexpected", s.Unexpected, "out_of_order", s.OutOfOrder)
+	}
+	return nil
+}
+
+func (m *module) BufferAttach(buf []byte) error { return m.bsend.Attach(buf) }
+func (m *module) BufferDetach() ([]byte, error) { return m.bsend.Detach(m.eng) }
+
+// updateWork recounts the queued work; callers hold workMu.
+func (m *module) updateWork() {
+	m.work.Store(int64(len(m.ctl) + len(m.streams) + len(m.queued)))
+}
+
+// pushWork sends what was queued, until the transports have no room. One
+// goroutine pushes at a time; the others go on with their own progress.
+func (m *module) pushWork() int {
+	if !m.pushing.TryLock() {
+		return 0
+	}
+	defer m.pushing.Unlock()
+	n := 0
+
+	m.workMu.Lock()
+	ctl := m.ctl
+	m.ctl = nil
+	m.updateWork()
+	m.workMu.Unlock()
+	for i, c := range ctl {
+		err := m.sendNow(c.world, c.typ, c.hdr)
+		if isWouldBlock(err) {
+			m.workMu.Lock()
+			m.ctl = append(ctl[i:len(ctl):len(ctl)], m.ctl...)
+			m.updateWork()
+			m.workMu.Unlock()
+			break
+		}
+		n++
+	}
+
+	// Work on copies (scratch space of the pusher), so that workMu is never
+	// held while calling into a transport.
+	m.workMu.Lock()
+	m.scratchS = append(m.scratchS[:0], m.streams...)
+	m.workMu.Unlock()
+	for _, r := range m.scratchS {
+		sent, finished := m.pushStream(r)
+		n += sent
+		if finished {
+			m.workMu.Lock()
+			for i, s := range m.streams {
+				if s == r {
+					m.streams = append(m.streams[:i], m.streams[i+1:]...)
+					break
+				}
+			}
+			m.updateWork()
+			m.workMu.Unlock()
+		}
+	}
+
+	m.workMu.Lock()
+	m.scratchQ = append(m.scratchQ[:0], m.queued...)
+	m.workMu.Unlock()
+	for _, sp := range m.scratchQ {
+		if !sp.mu.TryLock() {
+			continue // its owner is sending; it will be back
+		}
+		n += m.drainQueue(sp)
+		empty := len(sp.queue) == 0
+		if empty {
+			sp.inQueued = false
+		}
+		sp.mu.Unlock()
+		if empty {
+			m.workMu.Lock()
+			for i, q := range m.queued {
+				if q == sp {
+					m.queued = append(m.queued[:i], m.queued[i+1:]...)
+					break
+				}
+			}
+			m.updateWork()
+			m.workMu.Unlock()
+		}
+	}
+	clear(m.scratchS)
+	clear(m.scratchQ)
+	return n
+}
+
+// sendNow sends a header-only control message to a world rank on its eager
+// route.
+func (m *module) sendNow(world int, typ byte, hdr []byte) error {
+	r := &m.bml.Peer(world).Send[0]
+	return r.Module.Send(r.EP, tagOf(typ), hdr, nil)
+}
+
+// sendCtl sends a control message (ACK, FIN), queueing it for Progress when
+// the transport has no room. It may be called from a receive callback.
+func (m *module) sendCtl(world int, typ byte, hdr []byte) {
+	if m.lost[world].Load() {
+		return
+	}
+	err := m.sendNow(world, typ, hdr)
+	switch {
+	case err == nil:
+	case isWouldBlock(err):
+		m.workMu.Lock()
+		m.ctl = append(m.ctl, ctlMsg{world, typ, hdr})
+		m.updateWork()
+		m.workMu.Unlock()
+	default:
+		// The peer is lost or the transport broke: the requests on that
+		// peer fail through peerLost; nothing else to do here.
+		if m.log.V(mca.VerboseWarn) {
+			m.log.Log(mca.VerboseWarn, "control message not sent", "peer", world, "type", typ, "error", err)
+		}
+	}
+}
+
+func isWouldBlock(err error) bool {
+	return err == btl.ErrWouldBlock || (err != nil && errors.Is(err, btl.ErrWouldBlock))
+}
+
+// newID registers a rendezvous request under a fresh number; callers hold
+// reqMu.
+func (m *module) newIDLocked() uint64 {
+	m.nextID++
+	return m.nextID
+}
+
+// comm returns the communicator of a context id, or nil.
+func (m *module) comm(cid uint16) *comm {
+	cs := *m.comms.Load()
+	if int(cid) < len(cs) {
+		return cs[cid]
+	}
+	return nil
+}
+
+// bad logs a header this process cannot use; it is dropped.
+func (m *module) bad(src int, err error) {
+	m.log.Error("dropping a malformed or unexpected PML header", "from", src, "error", err)
+}
+
+// peerLost fails everything pending on a peer that can no longer be
+// reached. It runs from a BTL (inside Progress or a BTL goroutine).
+func (m *module) peerLost(world int, cause error) {
+	if world < 0 || world >= len(m.lost) || m.lost[world].Swap(true) {
+		return
+	}
+	m.log.Log(mca.VerboseComponent, "peer lost: failing its pending operations", "peer", world, "error", cause)
+	fail := func() error {
+		return mpierr.Errorf(mpierr.ErrProcAborted, "ob1: rank %d is lost: %w", world, cause)
+	}
+
+	// Rendezvous in progress.
+	var sends []*sendReq
+	var recvs []*recvReq
+	m.reqMu.Lock()
+	for id, r := range m.sends {
+		if r.world == world {
+			sends = append(sends, r)
+			delete(m.sends, id)
+		}
+	}
+	for id, r := range m.recvs {
+		if r.world == world {
+			recvs = append(recvs, r)
+			delete(m.recvs, id)
+		}
+	}
+	m.reqMu.Unlock()
+	m.workMu.Lock()
+	for i := 0; i < len(m.streams); i++ {
+		if m.streams[i].world == world {
+			m.streams = append(m.streams[:i], m.streams[i+1:]...)
+			i--
+		}
+	}
+	m.updateWork()
+	m.workMu.Unlock()
+	for _, r := range sends {
+		r.finish(fail())
+	}
+	for _, r := range recvs {
+		r.finish(fail())
+	}
+
+	// Queued sends and posted receives, on every communicator.
+	for _, c := range *m.comms.Load() {
+		if c == nil {
+			continue
+		}
+		cr := c.group.Rank(world)
+		if cr < 0 || cr >= c.size {
+			continue
+		}
+		sp := &c.send[cr]
+		sp.mu.Lock()
+		q := sp.queue
+		sp.queue = nil
+		sp.mu.Unlock()
+		for _, r := range q {
+			if r.id != 0 {
+				continue // already failed above, through the table
+			}
+			r.finish(fail())
+		}
+		c.mu.Lock()
+		var posted []*recvReq
+		for r := c.peers[cr].posted.head; r != nil; r = r.next {
+			posted = append(posted, r)
+		}
+		for _, r := range posted {
+			c.peers[cr].posted.remove(r)
+			r.posted = false
+		}
+		c.mu.Unlock()
+		for _, r := range posted {
+			r.Complete(pml.Status{Source: cr, Tag: pml.AnyTag, Err: fail()})
+		}
+	}
+}

@@ -1,0 +1,301 @@
+package ob1_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gompi/gompi/internal/p2pcheck"
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+func withLLP(refuseEvery int, more ...mpitest.Option) []mpitest.Option {
+	return append([]mpitest.Option{
+		mpitest.WithMCA("llp_testllp_enable", "1"),
+		mpitest.WithMCA("llp_testllp_refuse_every", fmt.Sprint(refuseEvery)),
+	}, more...)
+}
+
+// One stream from rank 0 to rank 1 mixes every kind of send: blocking
+// small ones (the LLP takes them, or refuses every third and they take the
+// BTL), blocking large ones, non-blocking, synchronous and buffered ones.
+// The LLP delivers late and in reverse order; the receiver must still see
+// the stream in the order sent. The counters must add up.
+func TestLLPInterleavedWithTheNormalPath(t *testing.T) {
+	for _, btls := range []string{"self,shm", "self,tloop"} {
+		t.Run(btls, func(t *testing.T) {
+			const n, tag = 3000, 7
+			opts := withLLP(3, mpitest.WithMCA("btl", btls), mpitest.WithMCA("btl_tloop_enable", "1"))
+			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+				c := r.CommWorld()
+				if c.Rank() == 1 {
+					buf := make([]byte, 1<<16)
+					for i := 0; i < n; i++ {
+						st, err := c.Recv(buf, 0, tag)
+						if err != nil {
+							return err
+						}
+						if got := binary.LittleEndian.Uint32(buf); st.Count < 4 || int(got) != i || st.Count != size(i) {
+							return fmt.Errorf("message %d: got message %d of %d bytes (want %d)", i, got, st.Count, size(i))
+						}
+					}
+					// The LLP delivers late and backwards: messages did
+					// arrive out of order, and were put back in order.
+					if s := r.PMLStats(); s.OutOfOrder == 0 {
+						return fmt.Errorf("receiver counters %+v: nothing arrived out of order", s)
+					}
+					return nil
+				}
+				if err := r.BufferAttach(make([]byte, 1<<20)); err != nil {
+					return err
+				}
+				llpCandidates := 0
+				var reqs []*mpi.Request
+				for i := 0; i < n; i++ {
+					b := make([]byte, size(i))
+					binary.LittleEndian.PutUint32(b, uint32(i))
+					var err error
+					switch kind := i % 7; {
+					case kind == 3:
+						var rq *mpi.Request
+						rq, err = c.Isend(b, 1, tag)
+						reqs = append(reqs, rq)
+					case kind == 5 && i%2 == 0:
+						err = c.Ssend(b, 1, tag)
+					case kind == 6:
+						err = c.Bsend(b, 1, tag)
+						llpCandidates += boolInt(len(b) < 256)
+					default:
+						err = c.Send(b, 1, tag)
+						llpCandidates += boolInt(len(b) < 256)
+					}
+					if err != nil {
+						return fmt.Errorf("message %d: %w", i, err)
+					}
+				}
+				if err := mpi.Waitall(reqs, nil); err != nil {
+					return err
+				}
+				if _, err := r.BufferDetach(); err != nil {
+					return err
+				}
+				s := r.PMLStats()
+				t.Logf("rank 0: %d LLP candidates, %+v", llpCandidates, s)
+				if s.LLPHits == 0 || s.LLPFallbacks == 0 {
+					return fmt.Errorf("LLP hits %d, fall-backs %d: want both", s.LLPHits, s.LLPFallbacks)
+				}
+				if int(s.LLPHits+s.LLPFallbacks) != llpCandidates || int(s.LLPFallbacks) != llpCandidates/3 {
+					return fmt.Errorf("LLP hits %d + fall-backs %d, want %d candidates with every third refused", s.LLPHits, s.LLPFallbacks, llpCandidates)
+				}
+				return nil
+			}, opts...)
+		})
+	}
+}
+
+// size gives message i of the interleaved stream a size: mostly below the
+// LLP limit (256), some at it and above it, some above the eager limit.
+func size(i int) int {
+	switch {
+	case i%50 == 49:
+		return 20000
+	case i%11 == 10:
+		return 256
+	case i%13 == 12:
+		return 255
+	}
+	return 4 + i%200
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The counters: hits for small blocking sends between ranks; nothing for
+// non-blocking sends, synchronous sends, sends to oneself and messages at
+// or above pml_ob1_llp_max_payload_size.
+func TestLLPCounters(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		me, peer := c.Rank(), 1-c.Rank()
+		type step struct {
+			name     string
+			send     func() error
+			received int // messages the peer receives
+			hits     bool
+		}
+		small, limit := make([]byte, 40), make([]byte, 64)
+		steps := []step{
+			{"blocking small", func() error { return c.Send(small, peer, 1) }, 1, true},
+			{"ready small", func() error { return c.Rsend(small, peer, 1) }, 1, true},
+			{"non-blocking small", func() error { return wait(c.Isend(small, peer, 1)) }, 1, false},
+			{"synchronous small", func() error { return c.Ssend(small, peer, 1) }, 1, false},
+			{"to oneself", func() error {
+				if err := c.Send(small, me, 2); err != nil {
+					return err
+				}
+				_, err := c.Recv(small, me, 2)
+				return err
+			}, 0, false},
+			{"at the limit", func() error { return c.Send(limit, peer, 1) }, 1, false},
+			{"above the limit", func() error { return c.Send(make([]byte, 65), peer, 1) }, 1, false},
+		}
+		buf := make([]byte, 100)
+		for _, s := range steps {
+			// Receives first: a synchronous send waits for them.
+			var reqs []*mpi.Request
+			for k := 0; k < s.received; k++ {
+				rq, err := c.Irecv(buf, peer, 1)
+				if err != nil {
+					return err
+				}
+				reqs = append(reqs, rq)
+			}
+			if err := p2pcheck.Barrier(c); err != nil {
+				return err
+			}
+			before := r.PMLStats()
+			if err := s.send(); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			after := r.PMLStats()
+			if err := mpi.Waitall(reqs, nil); err != nil {
+				return fmt.Errorf("%s: %w", s.name, err)
+			}
+			if got := after.LLPHits - before.LLPHits; (got > 0) != s.hits || after.LLPFallbacks != before.LLPFallbacks {
+				return fmt.Errorf("%s: %d LLP hits and %d fall-backs, want hits %v and no fall-back",
+					s.name, got, after.LLPFallbacks-before.LLPFallbacks, s.hits)
+			}
+			if err := p2pcheck.Barrier(c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, withLLP(0, mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("pml_ob1_llp_max_payload_size", "64"))...)
+}
+
+func wait(r *mpi.Request, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait()
+	return err
+}
+
+// The matching suite with the LLP on: its stream and the BTLs' interleave.
+func TestSuiteWithLLP(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		return p2pcheck.Run(r.CommWorld(), p2pcheck.Options{})
+	}, withLLP(2, mpitest.WithMCA("btl", "self,shm"))...)
+}
+
+// RGET that the receiver's transport refuses falls back to ACK and
+// fragments, truncation included; the data still arrives whole.
+func TestRGetRefused(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		if err := p2pcheck.Run(r.CommWorld(), p2pcheck.Options{Large: 100000}, "ordering", "truncation", "eagerlimit", "probe", "synchronous"); err != nil {
+			return err
+		}
+		s := r.PMLStats()
+		// RGETs to oneself (over self) work; those to the peer fall back.
+		if s.RGetFallbacks == 0 {
+			return fmt.Errorf("counters %+v: want RGETs to the peer to fall back", s)
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_get", "refuse"))
+}
+
+// An RGET whose read fails (not a refusal) fails the receive and still
+// releases the sender.
+func TestRGetFails(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		if c.Rank() == 0 {
+			return c.Send(make([]byte, 50000), 1, 3)
+		}
+		st, err := c.Recv(make([]byte, 50000), 0, 3)
+		if err == nil || errors.Is(err, mpi.ErrTruncate) || st.Count != 0 {
+			return fmt.Errorf("a failed read: %+v, %v", st, err)
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_get", "fail"))
+}
+
+// Small transport queues: sends wait for room, nothing is lost or
+// reordered, and nothing deadlocks when every rank sends at once.
+func TestSmallTransportQueue(t *testing.T) {
+	mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+		return p2pcheck.Run(r.CommWorld(), p2pcheck.Options{Large: 40000}, "ordering", "anysource", "mprobe", "concurrent", "truncation")
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_queue", "1k"),
+		mpitest.WithMCA("btl_tloop_eager_limit", "256"), mpitest.WithMCA("btl_tloop_max_send_size", "1k"))
+}
+
+// A lost peer fails what is pending on it, with ErrProcAborted, instead of
+// hanging; the other peers go on.
+func TestPeerLost(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		switch c.Rank() {
+		case 2:
+			if _, err := c.Recv(nil, 0, 1); err != nil {
+				return err
+			}
+			theBTL.lose(r.JobID(), 2)
+			return nil
+		case 1:
+			_, err := c.Recv(make([]byte, 8), 0, 5)
+			return err
+		}
+		recv, err := c.Irecv(make([]byte, 8), 2, 4)
+		if err != nil {
+			return err
+		}
+		big, err := c.Isend(make([]byte, 100000), 2, 4) // a rendezvous: waits for an ACK
+		if err != nil {
+			return err
+		}
+		if err := c.Send(nil, 2, 1); err != nil {
+			return err
+		}
+		for _, rq := range []*mpi.Request{recv, big} {
+			if _, err := rq.Wait(); !errors.Is(err, mpi.ErrProcAborted) {
+				return fmt.Errorf("pending operation on a lost rank: %v, want ErrProcAborted", err)
+			}
+		}
+		if err := c.Send(make([]byte, 10), 2, 6); !errors.Is(err, mpi.ErrProcAborted) {
+			return fmt.Errorf("send to a lost rank: %v, want ErrProcAborted", err)
+		}
+		if _, err := c.Recv(nil, 2, 6); !errors.Is(err, mpi.ErrProcAborted) {
+			return fmt.Errorf("receive from a lost rank: %v, want ErrProcAborted", err)
+		}
+		return c.Send(make([]byte, 8), 1, 5)
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"))
+}
+
+// With two BTLs of equal rank to every peer, eager messages take both in
+// turn and arrive out of order; matching restores MPI order. The LLP adds a
+// third path.
+func TestOutOfOrderAcrossBTLs(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		if err := p2pcheck.Run(r.CommWorld(), p2pcheck.Options{Large: 50000}, "ordering", "anysource", "postorder", "concurrent", "mprobe", "eagerlimit"); err != nil {
+			return err
+		}
+		if err := p2pcheck.Barrier(r.CommWorld()); err != nil {
+			return err
+		}
+		a, b := theBTL.sent(r.JobID())[r.Rank()], theBTL2.sent(r.JobID())[r.Rank()]
+		if a == 0 || b == 0 {
+			return fmt.Errorf("fragments sent by tloop %d, by tloopb %d: want both routes used", a, b)
+		}
+		if s := r.PMLStats(); s.OutOfOrder == 0 {
+			return fmt.Errorf("counters %+v: no message arrived out of order", s)
+		}
+		return nil
+	}, withLLP(4, mpitest.WithMCA("btl", "self,tloop,tloopb"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloopb_enable", "1"),
+		mpitest.WithMCA("btl_tloopb_latency", "5"))...)
+}

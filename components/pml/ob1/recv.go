@@ -1,0 +1,376 @@
+package ob1
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// recvReq is a receive.
+type recvReq struct {
+	pml.Request
+	c   *comm
+	buf []byte
+	// src and tag are as posted (AnySource, AnyTag allowed).
+	src, tag int
+
+	// Matching state, under c.mu.
+	postSeq    uint64
+	posted     bool
+	prev, next *recvReq
+
+	// Rendezvous state, once matched. id names the request in FRAGs; got
+	// counts the bytes placed, want the bytes to place (the message's
+	// length, or less when it is truncated).
+	id       uint64
+	world    int
+	st       pml.Status
+	msgLen   int
+	want     int
+	got      atomic.Int64
+	finished atomic.Bool
+	pooled   bool
+}
+
+func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
+	var r *recvReq
+	if pooled {
+		// Blocking receives reuse their requests: nothing refers to one
+		// once its caller has read the status.
+		r = m.recvPool.Get().(*recvReq)
+		*r = recvReq{}
+	} else {
+		r = new(recvReq)
+	}
+	r.Init(m.eng, r)
+	r.c, r.buf, r.src, r.tag, r.pooled = c, buf, src, tag, pooled
+	return r
+}
+
+// recycle returns a blocking receive's request to the pool once its caller
+// has read the status.
+func (m *module) recycle(r *recvReq) {
+	if r.pooled {
+		r.buf, r.c = nil, nil
+		m.recvPool.Put(r)
+	}
+}
+
+// finish completes the request once, whoever gets there first.
+func (r *recvReq) finish(err error) {
+	if r.finished.Swap(true) {
+		return
+	}
+	st := r.st
+	if err != nil {
+		st.Err = err
+	}
+	r.Complete(st)
+}
+
+// Cancel removes a receive that has not matched.
+func (r *recvReq) Cancel() bool {
+	c := r.c
+	c.mu.Lock()
+	if !r.posted {
+		c.mu.Unlock()
+		return false
+	}
+	c.unpost(r)
+	c.mu.Unlock()
+	r.st = pml.Status{Source: pml.AnySource, Tag: pml.AnyTag, Cancelled: true}
+	r.finish(nil)
+	return true
+}
+
+// truncErr is the error of a receive whose buffer is shorter than the
+// message.
+func truncErr(msgLen, bufLen, src, tag int) error {
+	return mpierr.Errorf(mpierr.ErrTruncate,
+		"mpi: message of %d bytes from rank %d (tag %d) truncated to the %d-byte receive buffer", msgLen, src, tag, bufLen)
+}
+
+// completeEager copies an eager message into the buffer and completes the
+// receive.
+func (r *recvReq) completeEager(src, tag int, data []byte) {
+	n := copy(r.buf, data)
+	r.st = pml.Status{Source: src, Tag: tag, Count: n}
+	if len(data) > len(r.buf) {
+		r.st.Err = truncErr(len(data), len(r.buf), src, tag)
+	}
+	r.finish(nil)
+}
+
+// startRecv matches r with a message taken from the unexpected queue or by a
+// matched probe.
+func (m *module) startRecv(r *recvReq, msg *inMsg) {
+	if msg.typ == hdrMatch {
+		r.completeEager(msg.src, msg.tag, msg.data)
+		return
+	}
+	m.runAction(&action{r: r, typ: msg.typ, msgLen: msg.msgLen, srcReq: msg.srcReq, data: msg.data,
+		world: msg.world, src: msg.src, tag: msg.tag})
+}
+
+// runAction receives a matched rendezvous: it places the first chunk and
+// asks for the rest (RNDV), or reads the sender's buffer (RGET).
+func (m *module) runAction(a *action) {
+	r := a.r
+	r.world, r.msgLen = a.world, a.msgLen
+	r.want = min(a.msgLen, len(r.buf))
+	r.st = pml.Status{Source: a.src, Tag: a.tag, Count: r.want}
+	if a.msgLen > len(r.buf) {
+		r.st.Err = truncErr(a.msgLen, len(r.buf), a.src, a.tag)
+	}
+	if a.typ == hdrRget {
+		name, desc, _ := decodeRget(a.data) // checked at arrival
+		err := m.get(a.world, name, desc, r.buf[:r.want])
+		if err == nil {
+			var b [finLen]byte
+			m.sendCtl(a.world, hdrFin, putFin(b[:], a.srcReq))
+			r.finish(nil)
+			return
+		}
+		if !errors.Is(err, btl.ErrNoRDMA) {
+			// Not a refusal: the read failed. Release the sender and fail.
+			var b [finLen]byte
+			m.sendCtl(a.world, hdrFin, putFin(b[:], a.srcReq))
+			r.st.Count = 0
+			r.finish(fmt.Errorf("ob1: reading a %d-byte message from rank %d: %w", a.msgLen, a.src, err))
+			return
+		}
+		if m.log.V(mca.VerboseTrace) {
+			m.log.Log(mca.VerboseTrace, "RDMA get refused; asking for fragments", "peer", a.world, "bytes", r.want, "error", err)
+		}
+		m.askRest(r, a.srcReq, 0)
+		return
+	}
+	// RNDV: the first chunk is here.
+	n := copy(r.buf[:r.want], a.data)
+	r.got.Store(int64(n))
+	m.askRest(r, a.srcReq, len(a.data))
+}
+
+// askRest sends the ACK that asks for bytes [from, want); when there are
+// none, it releases the sender and completes the receive.
+func (m *module) askRest(r *recvReq, srcReq uint64, from int) {
+	var b [ackLen]byte
+	if from >= r.want {
+		m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, offset: uint64(from), want: uint64(r.want)}))
+		r.finish(nil)
+		return
+	}
+	m.reqMu.Lock()
+	r.id = m.newIDLocked()
+	m.recvs[r.id] = r
+	m.reqMu.Unlock()
+	if m.lost[r.world].Load() {
+		m.reqMu.Lock()
+		_, mine := m.recvs[r.id]
+		delete(m.recvs, r.id)
+		m.reqMu.Unlock()
+		if mine {
+			r.finish(mpierr.Errorf(mpierr.ErrProcAborted, "ob1: rank %d is lost", r.world))
+		}
+		return
+	}
+	m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, dstReq: r.id, offset: uint64(from), want: uint64(r.want)}))
+}
+
+// get reads a sender's exposed buffer through the RDMA route of the named
+// BTL.
+func (m *module) get(world int, name, desc, dst []byte) error {
+	if !m.useRDMA {
+		return btl.ErrNoRDMA
+	}
+	for _, rt := range m.bml.Peer(world).RDMA {
+		if string(name) != rt.Attr.Name || rt.EP.Flags()&btl.FlagGet == 0 {
+			continue
+		}
+		rd, ok := rt.Module.(btl.RDMA)
+		if !ok {
+			break
+		}
+		return rd.Get(rt.EP, desc, 0, dst)
+	}
+	return fmt.Errorf("no %s route with RDMA Get to rank %d: %w", name, world, btl.ErrNoRDMA)
+}
+
+// onFrag places one fragment of a rendezvous.
+func (m *module) onFrag(src int, frag []byte) {
+	f, data, err := decodeFrag(frag)
+	if err != nil {
+		m.bad(src, err)
+		return
+	}
+	m.reqMu.Lock()
+	r := m.recvs[f.dstReq]
+	m.reqMu.Unlock()
+	if r == nil || r.world != src {
+		m.bad(src, fmt.Errorf("FRAG for request %d, which is not a receive from rank %d", f.dstReq, src))
+		return
+	}
+	off := int(f.offset)
+	if off+len(data) > r.msgLen {
+		m.bad(src, fmt.Errorf("FRAG of %d bytes at %d overruns a message of %d", len(data), off, r.msgLen))
+		return
+	}
+	n := 0
+	if off < r.want {
+		n = copy(r.buf[off:r.want], data)
+	}
+	if r.got.Add(int64(n)) < int64(r.want) {
+		return
+	}
+	m.reqMu.Lock()
+	_, mine := m.recvs[f.dstReq]
+	delete(m.recvs, f.dstReq)
+	m.reqMu.Unlock()
+	if mine {
+		r.finish(nil)
+	}
+}
+
+func (m *module) Irecv(pc *pml.Comm, buf []byte, src, tag int) (*pml.Request, error) {
+	c := pc.State.(*comm)
+	r := m.newRecv(c, buf, src, tag, false)
+	m.post(c, r)
+	return &r.Request, nil
+}
+
+func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Status, error) {
+	c := pc.State.(*comm)
+	r := m.newRecv(c, buf, src, tag, true)
+	m.post(c, r)
+	st, err := r.Wait()
+	if err != nil && !r.Done() {
+		// The wait gave up (the job is lost): take the receive back, so
+		// that nothing writes into buf after we return.
+		if !r.Cancel() {
+			return st, err // matched meanwhile: leave the request to finish
+		}
+	}
+	m.recycle(r)
+	return st, err
+}
+
+// post matches r with the earliest fitting unexpected message, or posts it.
+func (m *module) post(c *comm, r *recvReq) {
+	c.mu.Lock()
+	if msg := c.findUnexpected(r.src, r.tag); msg != nil {
+		c.takeUnexpected(msg)
+		c.mu.Unlock()
+		m.startRecv(r, msg)
+		return
+	}
+	if r.src != pml.AnySource && m.lost[c.group.World(r.src)].Load() {
+		c.mu.Unlock()
+		r.st = pml.Status{Source: r.src, Tag: pml.AnyTag}
+		r.finish(mpierr.Errorf(mpierr.ErrProcAborted, "ob1: receive from rank %d: the rank is lost", r.src))
+		return
+	}
+	c.post(r)
+	c.mu.Unlock()
+}
+
+// probe looks for a matching unexpected message; take removes it.
+func (c *comm) probe(src, tag int, take bool) (*inMsg, pml.Status, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	msg := c.findUnexpected(src, tag)
+	if msg == nil {
+		return nil, pml.Status{}, false
+	}
+	if take {
+		c.takeUnexpected(msg)
+	}
+	return msg, pml.Status{Source: msg.src, Tag: msg.tag, Count: msg.msgLen}, true
+}
+
+func (m *module) Iprobe(pc *pml.Comm, src, tag int) (pml.Status, bool, error) {
+	c := pc.State.(*comm)
+	if _, st, ok := c.probe(src, tag, false); ok {
+		return st, true, nil
+	}
+	m.Progress()
+	_, st, ok := c.probe(src, tag, false)
+	return st, ok, nil
+}
+
+func (m *module) Probe(pc *pml.Comm, src, tag int) (pml.Status, error) {
+	c := pc.State.(*comm)
+	var st pml.Status
+	var ok bool
+	err := m.eng.Until(nil, func() bool {
+		_, st, ok = c.probe(src, tag, false)
+		return ok
+	})
+	return st, err
+}
+
+func (m *module) Improbe(pc *pml.Comm, src, tag int) (*pml.Message, pml.Status, bool, error) {
+	c := pc.State.(*comm)
+	msg, st, ok := c.probe(src, tag, true)
+	if !ok {
+		m.Progress()
+		msg, st, ok = c.probe(src, tag, true)
+		if !ok {
+			return nil, st, false, nil
+		}
+	}
+	return &pml.Message{State: msg, Comm: pc}, st, true, nil
+}
+
+func (m *module) Mprobe(pc *pml.Comm, src, tag int) (*pml.Message, pml.Status, error) {
+	c := pc.State.(*comm)
+	var msg *inMsg
+	var st pml.Status
+	err := m.eng.Until(nil, func() bool {
+		var ok bool
+		msg, st, ok = c.probe(src, tag, true)
+		return ok
+	})
+	if err != nil {
+		return nil, st, err
+	}
+	return &pml.Message{State: msg, Comm: pc}, st, nil
+}
+
+// takeMessage claims a matched-probe message for one receive.
+func takeMessage(mm *pml.Message) (*inMsg, *comm, error) {
+	msg, _ := mm.State.(*inMsg)
+	if msg == nil || mm.Comm == nil {
+		return nil, nil, mpierr.Errorf(mpierr.ErrRequest, "mpi: the message was already received (a matched probe's message is received once)")
+	}
+	mm.State = nil
+	return msg, mm.Comm.State.(*comm), nil
+}
+
+func (m *module) Imrecv(buf []byte, mm *pml.Message) (*pml.Request, error) {
+	msg, c, err := takeMessage(mm)
+	if err != nil {
+		return nil, err
+	}
+	r := m.newRecv(c, buf, msg.src, msg.tag, false)
+	m.startRecv(r, msg)
+	return &r.Request, nil
+}
+
+func (m *module) Mrecv(buf []byte, mm *pml.Message) (pml.Status, error) {
+	msg, c, err := takeMessage(mm)
+	if err != nil {
+		return pml.Status{}, err
+	}
+	r := m.newRecv(c, buf, msg.src, msg.tag, true)
+	m.startRecv(r, msg)
+	st, err := r.Wait()
+	if err == nil || r.Done() {
+		m.recycle(r)
+	}
+	return st, err
+}

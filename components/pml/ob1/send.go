@@ -1,0 +1,395 @@
+package ob1
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/frameworks/llp"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// sendReq is a send that did not complete at once: a non-blocking send, a
+// rendezvous, or an eager send that found no room.
+type sendReq struct {
+	pml.Request
+	c     *comm
+	sp    *sendPeer
+	buf   []byte
+	dst   int // communicator rank
+	world int
+	tag   int
+	seq   uint16
+	// proto is the header type of the first fragment: MATCH, RNDV or RGET.
+	proto byte
+	// id names the request in the table while a rendezvous waits for its
+	// ACK or FIN. rget is the RGET's description of buf; buf stays
+	// referenced by the request until FIN, so the peer reads live memory.
+	id   uint64
+	rget []byte
+
+	// After the ACK: bytes [off, want) go as FRAGs to dstReq. Only one
+	// goroutine at a time pushes a request's fragments (the ACK callback,
+	// then the module's single pusher).
+	dstReq    uint64
+	off, want int
+	fhdr      [fragLen]byte
+
+	finished atomic.Bool
+}
+
+func (r *sendReq) finish(err error) {
+	if r.finished.Swap(true) {
+		return
+	}
+	r.Complete(pml.Status{Source: r.dst, Tag: r.tag, Err: err})
+}
+
+func lostErr(dst, world int) error {
+	return mpierr.Errorf(mpierr.ErrProcAborted, "ob1: send to rank %d: world rank %d is lost", dst, world)
+}
+
+// Send is the blocking send, and the only path that tries the LLP.
+func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) error {
+	c := pc.State.(*comm)
+	w := c.group.World(dst)
+	sp := &c.send[dst]
+	sp.mu.Lock()
+	// Both immediate paths need an empty queue: a message may not go
+	// before one queued earlier (it would only be parked at the receiver).
+	if mode != pml.Synchronous && len(sp.queue) == 0 {
+		// The LLP, as in Fujitsu's ob1: the sequence number is the pair's
+		// next one, and it is taken only if the LLP takes the message. The
+		// send lock stays held across the attempt and the fall-back, so no
+		// other message to this peer can take a number in between.
+		if l := m.llpOf[w]; l != nil && len(buf) < m.llpMax {
+			err := l.Send(w, putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
+			if err == nil {
+				sp.seq++
+				sp.mu.Unlock()
+				m.nLLPHits.Add(1)
+				return nil
+			}
+			if err != llp.ErrNotAvailable && !errors.Is(err, llp.ErrNotAvailable) {
+				sp.mu.Unlock()
+				return fmt.Errorf("ob1: send to rank %d by the llp: %w", dst, err)
+			}
+			m.nLLPFallbacks.Add(1)
+		}
+		// Eager, straight into the transport, still with no request.
+		if mode != pml.Buffered {
+			route := m.eagerRoute(w, sp, len(buf))
+			if len(buf) <= route.Attr.EagerLimit-matchLen && !m.lost[w].Load() {
+				err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
+				if err == nil {
+					sp.seq++
+					sp.mu.Unlock()
+					m.nEager.Add(1)
+					return nil
+				}
+				if !isWouldBlock(err) {
+					sp.mu.Unlock()
+					return fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+				}
+			}
+		}
+	}
+	if mode == pml.Buffered {
+		err := m.bufferedLocked(c, sp, buf, dst, w, tag)
+		sp.mu.Unlock()
+		return err
+	}
+	r := m.newSend(c, sp, buf, dst, w, tag, mode)
+	m.start(sp, r)
+	sp.mu.Unlock()
+	_, err := r.Wait()
+	return err
+}
+
+// bufferedLocked copies buf into the attached buffer and starts sending the
+// copy; the copy's space is freed when that send completes. Callers hold
+// sp.mu.
+func (m *module) bufferedLocked(c *comm, sp *sendPeer, buf []byte, dst, w, tag int) error {
+	cp, release, err := m.bsend.Copy(buf)
+	if err != nil {
+		return err
+	}
+	r := m.newSend(c, sp, cp, dst, w, tag, pml.Standard)
+	r.OnComplete(release)
+	m.start(sp, r)
+	return nil
+}
+
+func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) (*pml.Request, error) {
+	c := pc.State.(*comm)
+	w := c.group.World(dst)
+	sp := &c.send[dst]
+	if mode == pml.Buffered {
+		// Complete once copied, as MPI_Ibsend.
+		sp.mu.Lock()
+		err := m.bufferedLocked(c, sp, buf, dst, w, tag)
+		sp.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+		done := new(pml.Request)
+		done.Init(m.eng, nil)
+		done.Complete(pml.Status{Source: dst, Tag: tag})
+		return done, nil
+	}
+	r := m.newSend(c, sp, buf, dst, w, tag, mode)
+	sp.mu.Lock()
+	m.start(sp, r)
+	sp.mu.Unlock()
+	return &r.Request, nil
+}
+
+// newSend makes a send request and chooses its protocol.
+func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mode pml.SendMode) *sendReq {
+	r := &sendReq{c: c, sp: sp, buf: buf, dst: dst, world: w, tag: tag}
+	r.Init(m.eng, nil)
+	route := &m.bml.Peer(w).Send[0]
+	n := len(buf)
+	switch {
+	case mode != pml.Synchronous && n <= route.Attr.EagerLimit-matchLen:
+		r.proto = hdrMatch
+	case n > route.Attr.EagerLimit-rndvLen && m.useRDMA:
+		r.proto = hdrRndv
+		if rd, ok := m.rdmaRoute(w); ok {
+			if p := rgetPayload(rd.Attr.Name, rd.Module.(btl.RDMA).Expose(buf)); rndvLen+len(p) <= route.Attr.EagerLimit {
+				r.proto, r.rget = hdrRget, p
+			}
+		}
+	default:
+		r.proto = hdrRndv
+	}
+	if r.proto != hdrMatch {
+		m.reqMu.Lock()
+		r.id = m.newIDLocked()
+		m.sends[r.id] = r
+		m.reqMu.Unlock()
+	}
+	return r
+}
+
+// eagerRoute picks the route of an eager message to world. When several
+// BTLs carry the peer's traffic (equal exclusivity), eager messages take them
+// in turn, as Open MPI's BML does; messages of one peer then arrive out of
+// order, and the receiver's sequence numbers put them back. Only routes whose
+// eager limit fits the message are used. Callers hold sp.mu.
+func (m *module) eagerRoute(world int, sp *sendPeer, n int) *btl.Route {
+	routes := m.bml.Peer(world).Send
+	if len(routes) == 1 {
+		return &routes[0]
+	}
+	for range routes {
+		sp.rr++
+		if rt := &routes[sp.rr%uint32(len(routes))]; n <= rt.Attr.EagerLimit-matchLen {
+			return rt
+		}
+	}
+	return &routes[0]
+}
+
+// rdmaRoute returns the first route to world that offers RDMA Get.
+func (m *module) rdmaRoute(world int) (*btl.Route, bool) {
+	p := m.bml.Peer(world)
+	for i := range p.RDMA {
+		rt := &p.RDMA[i]
+		if rt.EP.Flags()&btl.FlagGet == 0 {
+			continue
+		}
+		if _, ok := rt.Module.(btl.RDMA); ok {
+			return rt, true
+		}
+	}
+	return nil, false
+}
+
+// start gives r the pair's next sequence number and sends its first
+// fragment, or queues it behind the pair's queued sends when there are some
+// or the transport has no room. Callers hold sp.mu.
+func (m *module) start(sp *sendPeer, r *sendReq) {
+	r.seq = sp.seq
+	sp.seq++
+	if len(sp.queue) == 0 && m.first(r) {
+		return
+	}
+	sp.queue = append(sp.queue, r)
+	if !sp.inQueued {
+		sp.inQueued = true
+		m.workMu.Lock()
+		m.queued = append(m.queued, sp)
+		m.updateWork()
+		m.workMu.Unlock()
+	}
+}
+
+// drainQueue sends the queued first fragments of a pair, in order, until
+// the transport has no room. Callers hold sp.mu.
+func (m *module) drainQueue(sp *sendPeer) int {
+	n := 0
+	for len(sp.queue) > 0 {
+		r := sp.queue[0]
+		if !r.finished.Load() && !m.first(r) {
+			break
+		}
+		sp.queue[0] = nil
+		sp.queue = sp.queue[1:]
+		n++
+	}
+	if len(sp.queue) == 0 {
+		sp.queue = nil
+	}
+	return n
+}
+
+// first sends r's first fragment. It reports false when the transport has no
+// room (try again later); otherwise r is sent, or failed. Callers hold
+// r.sp.mu, whose scratch space holds the header.
+func (m *module) first(r *sendReq) bool {
+	if m.lost[r.world].Load() {
+		m.unregister(r)
+		r.finish(lostErr(r.dst, r.world))
+		return true
+	}
+	route := &m.bml.Peer(r.world).Send[0]
+	hb := r.sp.hdr[:]
+	c := r.c
+	var err error
+	switch r.proto {
+	case hdrMatch:
+		route = m.eagerRoute(r.world, r.sp, len(r.buf))
+		err = route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(hb, hdrMatch, c.cid, c.rank, r.tag, r.seq), r.buf)
+		if err == nil {
+			m.nEager.Add(1)
+			r.finish(nil)
+			return true
+		}
+	case hdrRget:
+		err = route.Module.Send(route.EP, tagOf(hdrRget), putRndv(hb, hdrRget, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.rget)
+		if err == nil {
+			m.nRget.Add(1)
+		}
+	default:
+		chunk := max(0, min(len(r.buf), route.Attr.EagerLimit-rndvLen))
+		err = route.Module.Send(route.EP, tagOf(hdrRndv), putRndv(hb, hdrRndv, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.buf[:chunk])
+		if err == nil {
+			m.nRndv.Add(1)
+		}
+	}
+	if isWouldBlock(err) {
+		return false
+	}
+	if err != nil {
+		m.unregister(r)
+		r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
+	}
+	// A rendezvous now waits in the table for its ACK or FIN.
+	return true
+}
+
+// unregister takes a rendezvous out of the table; it reports whether it was
+// there (whoever takes it out completes it).
+func (m *module) unregister(r *sendReq) bool {
+	if r.id == 0 {
+		return true
+	}
+	m.reqMu.Lock()
+	_, ok := m.sends[r.id]
+	delete(m.sends, r.id)
+	m.reqMu.Unlock()
+	return ok
+}
+
+// lookupSend finds the rendezvous a control message from world names.
+func (m *module) lookupSend(world int, id uint64, what string) *sendReq {
+	m.reqMu.Lock()
+	r := m.sends[id]
+	m.reqMu.Unlock()
+	if r == nil || r.world != world {
+		m.bad(world, fmt.Errorf("%s for request %d, which is not a send to rank %d", what, id, world))
+		return nil
+	}
+	return r
+}
+
+// onAck: the receiver matched; it wants bytes [offset, want) as FRAGs, or
+// nothing more.
+func (m *module) onAck(src int, frag []byte) {
+	a, err := decodeAck(frag)
+	if err != nil {
+		m.bad(src, err)
+		return
+	}
+	r := m.lookupSend(src, a.srcReq, "ACK")
+	if r == nil {
+		return
+	}
+	if a.want > uint64(len(r.buf)) {
+		m.bad(src, fmt.Errorf("ACK asks for %d bytes of a %d-byte message", a.want, len(r.buf)))
+		return
+	}
+	if a.offset >= a.want {
+		if m.unregister(r) {
+			r.finish(nil)
+		}
+		return
+	}
+	if r.proto == hdrRget {
+		m.nRgetFallbacks.Add(1)
+	}
+	r.dstReq, r.off, r.want = a.dstReq, int(a.offset), int(a.want)
+	if _, finished := m.pushStream(r); !finished {
+		m.workMu.Lock()
+		m.streams = append(m.streams, r)
+		m.updateWork()
+		m.workMu.Unlock()
+	}
+}
+
+// onFin: the receiver has read an RGET's buffer.
+func (m *module) onFin(src int, frag []byte) {
+	id, err := decodeFin(frag)
+	if err != nil {
+		m.bad(src, err)
+		return
+	}
+	if r := m.lookupSend(src, id, "FIN"); r != nil && m.unregister(r) {
+		r.finish(nil)
+	}
+}
+
+// pushStream sends up to pipeline FRAGs of r. It reports how many it sent
+// and whether r is finished (all handed to the transport, or failed).
+func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
+	if r.finished.Load() {
+		return 0, true
+	}
+	route := &m.bml.Peer(r.world).Send[0]
+	room := max(1, route.Attr.MaxSendSize-fragLen)
+	for sent < m.pipeline && r.off < r.want {
+		end := min(r.off+room, r.want)
+		err := route.Module.Send(route.EP, tagOf(hdrFrag), putFrag(r.fhdr[:], fragHdr{r.dstReq, uint64(r.off)}), r.buf[r.off:end])
+		if isWouldBlock(err) {
+			return sent, false
+		}
+		if err != nil {
+			if m.unregister(r) {
+				r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
+			}
+			return sent, true
+		}
+		r.off = end
+		sent++
+	}
+	if r.off < r.want {
+		return sent, false
+	}
+	if m.unregister(r) {
+		r.finish(nil)
+	}
+	return sent, true
+}

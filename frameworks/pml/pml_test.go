@@ -1,0 +1,151 @@
+package pml
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/mpierr"
+)
+
+func idleEngine(lost chan struct{}) *Engine {
+	return &Engine{progress: func() int { return 0 }, yield: true, lost: lost}
+}
+
+func TestWaitSeesCompletionFromAnotherGoroutine(t *testing.T) {
+	r := new(Request)
+	r.Init(idleEngine(nil), nil)
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		r.Complete(Status{Source: 3, Tag: 4, Count: 5})
+	}()
+	st, err := r.Wait()
+	if err != nil || st.Source != 3 || st.Tag != 4 || st.Count != 5 {
+		t.Errorf("Wait: %+v, %v", st, err)
+	}
+	if _, done, _ := r.Test(); !done {
+		t.Error("Test after completion: not done")
+	}
+}
+
+// A wait ends with ErrProcAborted when the job is lost, rather than hang.
+func TestWaitFailsWhenTheJobIsLost(t *testing.T) {
+	lost := make(chan struct{})
+	r := new(Request)
+	r.Init(idleEngine(lost), nil)
+	time.AfterFunc(5*time.Millisecond, func() { close(lost) })
+	_, err := r.Wait()
+	if !errors.Is(err, mpierr.ErrProcAborted) || !errors.Is(err, ErrJobLost) {
+		t.Errorf("Wait on a lost job: %v", err)
+	}
+	if r.Done() {
+		t.Error("the request completed")
+	}
+}
+
+func TestWaitContext(t *testing.T) {
+	r := new(Request)
+	r.Init(idleEngine(nil), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+	defer cancel()
+	_, err := r.WaitContext(ctx)
+	if !errors.Is(err, context.DeadlineExceeded) || mpierr.ClassOf(err) != mpierr.ErrPending {
+		t.Errorf("WaitContext past the deadline: %v (class %v)", err, mpierr.ClassOf(err))
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if _, err := r.WaitContext(ctx2); !errors.Is(err, context.Canceled) {
+		t.Errorf("WaitContext of a cancelled context: %v", err)
+	}
+	r.Complete(Status{})
+	if _, err := r.WaitContext(ctx2); err != nil {
+		t.Errorf("WaitContext of a completed request: %v", err)
+	}
+}
+
+func TestNilRequestIsInactive(t *testing.T) {
+	var r *Request
+	if st, err := r.Wait(); err != nil || st.Source != AnySource || st.Tag != AnyTag {
+		t.Errorf("Wait: %+v %v", st, err)
+	}
+	if !r.Done() || r.Cancel() {
+		t.Error("a nil request is not done, or cancels")
+	}
+}
+
+func TestStatusOfAPendingRequest(t *testing.T) {
+	r := new(Request)
+	r.Init(idleEngine(nil), nil)
+	if st := r.Status(); !errors.Is(st.Err, mpierr.ErrPending) {
+		t.Errorf("status of a pending request: %+v", st)
+	}
+}
+
+func TestYieldModes(t *testing.T) {
+	e := &Engine{progress: func() int { return 0 }}
+	pass := 0
+	for i := 0; i < 2*goschedPass; i++ {
+		e.Idle(&pass) // neither mode may block
+	}
+	e.yield = true
+	for i := 0; i < 2*goschedPass; i++ {
+		e.Idle(&pass)
+	}
+}
+
+func TestBsendBuffer(t *testing.T) {
+	var b BsendBuffer
+	if _, _, err := b.Copy([]byte("x")); !errors.Is(err, mpierr.ErrBuffer) {
+		t.Errorf("Copy without a buffer: %v", err)
+	}
+	space := make([]byte, 3*(10+BsendOverhead))
+	if err := b.Attach(space); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Attach(space); !errors.Is(err, mpierr.ErrBuffer) {
+		t.Errorf("second Attach: %v", err)
+	}
+	var frees []func()
+	for i := 0; i < 3; i++ {
+		cp, free, err := b.Copy([]byte("0123456789"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(cp) != "0123456789" || &cp[0] != &space[i*(10+BsendOverhead)] {
+			t.Errorf("copy %d: %q not at its block", i, cp)
+		}
+		frees = append(frees, free)
+	}
+	if _, _, err := b.Copy([]byte("a")); !errors.Is(err, mpierr.ErrBuffer) {
+		t.Errorf("Copy into a full buffer: %v", err)
+	}
+	// Freeing the middle and then the first block merges them: a message
+	// of two blocks fits.
+	frees[1]()
+	frees[1]() // twice is harmless
+	frees[0]()
+	if _, free, err := b.Copy(make([]byte, 2*(10+BsendOverhead)-BsendOverhead)); err != nil {
+		t.Errorf("a two-block message after merging: %v", err)
+	} else {
+		frees = append(frees, free)
+	}
+	// Detach waits for the blocks still out.
+	e := &Engine{yield: true}
+	calls := 0
+	e.progress = func() int {
+		calls++
+		if calls == 10 {
+			frees[2]()
+			frees[3]()
+		}
+		return 0
+	}
+	got, err := b.Detach(e)
+	if err != nil || &got[0] != &space[0] || calls < 10 {
+		t.Errorf("Detach: %v after %d progress calls", err, calls)
+	}
+	if got, err := b.Detach(e); got != nil || err != nil {
+		t.Errorf("Detach without a buffer: %v, %v", got, err)
+	}
+}

@@ -1,0 +1,600 @@
+package mpi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/frameworks/llp"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
+)
+
+// Special ranks and tags for point-to-point calls (ProcNull and Undefined are
+// in group.go).
+const (
+	// AnySource in a receive or probe matches a message from any rank.
+	AnySource = pml.AnySource
+	// AnyTag in a receive or probe matches any tag.
+	AnyTag = pml.AnyTag
+	// MaxTag is the largest tag (MPI_TAG_UB); tags are 0..MaxTag.
+	MaxTag = pml.MaxTag
+	// BsendOverhead is the space each buffered message takes in the
+	// attached buffer beyond its own bytes (MPI_BSEND_OVERHEAD).
+	BsendOverhead = pml.BsendOverhead
+)
+
+// Request is a non-blocking operation: Wait, Test, WaitContext, Cancel.
+// Requests need no freeing; a nil *Request is an inactive request.
+type Request = pml.Request
+
+// Status describes a completed receive or a probed message: source, tag and
+// Count in bytes (Count[T] converts it to elements).
+type Status = pml.Status
+
+// Message is a message taken by Mprobe or Improbe, for Mrecv or Imrecv.
+type Message = pml.Message
+
+// PMLStats are the point-to-point layer's counters (LLP hits and
+// fall-backs, messages per protocol).
+type PMLStats = pml.Stats
+
+// p2pState is an Instance's point-to-point layer: the PML, the LLPs, and the
+// two predefined communicators.
+type p2pState struct {
+	pml         pml.Module
+	llps        []llp.Module
+	world, self *Comm
+	// down is set by Finalize and Abort: calls fail with ErrComm after it.
+	down atomic.Bool
+}
+
+// selectLLP selects the low-latency paths. It runs before the modex fence,
+// so that they can publish their business cards.
+func (s *p2pState) selectLLP(b *mca.Base, rt *rte.Runtime) error {
+	sel, err := llp.Select(b, rt)
+	if err != nil {
+		return err
+	}
+	for _, m := range sel {
+		s.llps = append(s.llps, m.Module)
+	}
+	return nil
+}
+
+// setup selects the PML, once the BML exists, and makes the world (context
+// id 0) and self (context id 1) communicators.
+func (s *p2pState) setup(i *Instance) error {
+	m, _, err := pml.Select(i.base, &pml.Env{Runtime: i.rt, BML: i.bml, LLP: s.llps})
+	if err != nil {
+		return err
+	}
+	s.pml = m
+	if s.world, err = i.newComm(0, i.groups.world, "MPI_COMM_WORLD"); err != nil {
+		return err
+	}
+	s.self, err = i.newComm(1, i.groups.self, "MPI_COMM_SELF")
+	return err
+}
+
+// barrier is Finalize's barrier: it progresses while it waits, so that what
+// peers still need from this process (control messages, queued fragments)
+// goes out.
+func (s *p2pState) barrier(rt *rte.Runtime) error {
+	if s.pml == nil {
+		return rt.Barrier()
+	}
+	done := make(chan error, 1)
+	go func() { done <- rt.Barrier() }()
+	eng := s.pml.Engine()
+	pass := 0
+	for {
+		select {
+		case err := <-done:
+			return err
+		default:
+		}
+		if eng.Progress() > 0 {
+			pass = 0
+			continue
+		}
+		eng.Idle(&pass)
+	}
+}
+
+// finalize releases the PML and the LLPs; the BTLs go after.
+func (s *p2pState) finalize() error {
+	s.down.Store(true)
+	var err error
+	if s.pml != nil {
+		err = s.pml.Finalize()
+	}
+	for _, l := range s.llps {
+		if lerr := l.Finalize(); lerr != nil && err == nil {
+			err = fmt.Errorf("llp %s: %w", l.Name(), lerr)
+		}
+	}
+	return err
+}
+
+// CommWorld returns the communicator of all the job's processes
+// (MPI_COMM_WORLD).
+func (i *Instance) CommWorld() *Comm { return i.p2p.world }
+
+// CommSelf returns the communicator of this process alone (MPI_COMM_SELF).
+func (i *Instance) CommSelf() *Comm { return i.p2p.self }
+
+// BufferAttach gives buffered sends (Bsend, Ibsend) the space they copy
+// messages into (MPI_Buffer_attach). Size it as the sum of (message size +
+// BsendOverhead) of the messages that may be buffered at once. The buffer
+// belongs to gompi until BufferDetach.
+func (i *Instance) BufferAttach(buf []byte) error {
+	if err := i.p2pUp("BufferAttach"); err != nil {
+		return err
+	}
+	return i.p2p.pml.BufferAttach(buf)
+}
+
+// BufferDetach waits until every buffered message has left, then returns the
+// attached buffer (MPI_Buffer_detach); nil when none is attached.
+func (i *Instance) BufferDetach() ([]byte, error) {
+	if err := i.p2pUp("BufferDetach"); err != nil {
+		return nil, err
+	}
+	return i.p2p.pml.BufferDetach()
+}
+
+// PMLStats returns the point-to-point counters: how many blocking sends the
+// low-latency path took (LLPHits) and refused (LLPFallbacks), and how many
+// messages each protocol carried.
+func (i *Instance) PMLStats() PMLStats {
+	if i.p2p.pml == nil {
+		return PMLStats{}
+	}
+	return i.p2p.pml.Stats()
+}
+
+func (i *Instance) p2pUp(op string) error {
+	if i.p2p.down.Load() || i.p2p.pml == nil {
+		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s: the instance is finalized", op)
+	}
+	return nil
+}
+
+// Comm is a communicator: a group of processes and a context in which their
+// messages match. Every method is safe for concurrent use by several
+// goroutines. Ranks are ranks in the communicator.
+//
+// Errors wrap an MPI class, usable with errors.Is: ErrComm (a nil
+// communicator, or a finalized instance), ErrRank (a rank outside 0..Size()-1
+// that is not ProcNull, or AnySource for receives), ErrTag (a tag outside
+// 0..MaxTag, or AnyTag for receives), ErrTruncate (a message longer than the
+// receive buffer: the buffer holds its start, Status.Count says how much),
+// ErrBuffer (buffered sends without room), ErrProcAborted (the peer or the
+// job is lost), ErrPending (WaitContext gave up).
+type Comm struct {
+	inst *Instance
+	pc   pml.Comm
+	name string
+}
+
+// newComm makes a communicator over g with a context id and tells the PML.
+func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, error) {
+	c := &Comm{inst: i, name: name}
+	c.pc = pml.Comm{CID: cid, Group: g, Rank: g.MyRank(), Size: g.Size()}
+	if err := i.p2p.pml.AddComm(&c.pc); err != nil {
+		return nil, fmt.Errorf("mpi: %s: %w", name, err)
+	}
+	return c, nil
+}
+
+// Rank returns this process's rank in the communicator.
+func (c *Comm) Rank() int { return c.pc.Rank }
+
+// Size returns the number of processes in the communicator.
+func (c *Comm) Size() int { return c.pc.Size }
+
+// Group returns a new handle to the communicator's group (MPI_Comm_group).
+func (c *Comm) Group() *Group { return newGroup(c.inst.groups.ops, c.pc.Group) }
+
+// Name returns the communicator's name (MPI_COMM_WORLD, MPI_COMM_SELF).
+func (c *Comm) Name() string { return c.name }
+
+// Instance returns the instance the communicator belongs to.
+func (c *Comm) Instance() *Instance { return c.inst }
+
+// check returns the ErrComm error of a nil communicator or a finalized
+// instance.
+func (c *Comm) check(op string) error {
+	if c == nil || c.inst == nil {
+		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s: nil communicator: use Instance.CommWorld, CommSelf, or one made from them", op)
+	}
+	if c.inst.p2p.down.Load() {
+		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s on %s: the instance is finalized", op, c.name)
+	}
+	return nil
+}
+
+// checkSend validates a send's destination and tag.
+func (c *Comm) checkSend(op string, dst, tag int) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if (dst < 0 || dst >= c.pc.Size) && dst != ProcNull {
+		return mpierr.Errorf(mpierr.ErrRank, "mpi: %s on %s: destination rank %d: accepted: 0 to %d, or ProcNull",
+			op, c.name, dst, c.pc.Size-1)
+	}
+	if tag < 0 || tag > MaxTag {
+		return mpierr.Errorf(mpierr.ErrTag, "mpi: %s on %s: tag %d: accepted: 0 to MaxTag (%d)", op, c.name, tag, MaxTag)
+	}
+	return nil
+}
+
+// checkRecv validates a receive's or probe's source and tag.
+func (c *Comm) checkRecv(op string, src, tag int) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if (src < 0 || src >= c.pc.Size) && src != ProcNull && src != AnySource {
+		return mpierr.Errorf(mpierr.ErrRank, "mpi: %s on %s: source rank %d: accepted: 0 to %d, AnySource or ProcNull",
+			op, c.name, src, c.pc.Size-1)
+	}
+	if (tag < 0 || tag > MaxTag) && tag != AnyTag {
+		return mpierr.Errorf(mpierr.ErrTag, "mpi: %s on %s: tag %d: accepted: 0 to MaxTag (%d), or AnyTag", op, c.name, tag, MaxTag)
+	}
+	return nil
+}
+
+// procNullStatus is the status of a receive from ProcNull.
+var procNullStatus = Status{Source: ProcNull, Tag: AnyTag}
+
+// completed returns a request that is already complete with st.
+func (c *Comm) completed(st Status) *Request {
+	r := new(Request)
+	r.Init(c.inst.p2p.pml.Engine(), nil)
+	r.Complete(st)
+	return r
+}
+
+func (c *Comm) send(op string, buf []byte, dst, tag int, mode pml.SendMode) error {
+	if err := c.checkSend(op, dst, tag); err != nil {
+		return err
+	}
+	if dst == ProcNull {
+		return nil
+	}
+	return c.inst.p2p.pml.Send(&c.pc, buf, dst, tag, mode)
+}
+
+func (c *Comm) isend(op string, buf []byte, dst, tag int, mode pml.SendMode) (*Request, error) {
+	if err := c.checkSend(op, dst, tag); err != nil {
+		return nil, err
+	}
+	if dst == ProcNull {
+		return c.completed(procNullStatus), nil
+	}
+	return c.inst.p2p.pml.Isend(&c.pc, buf, dst, tag, mode)
+}
+
+// Send sends buf to rank dst with tag, in standard mode: it returns when buf
+// may be reused. Small messages leave at once; large ones wait for the
+// receiver to match. Small messages try the low-latency path first when one
+// is configured.
+func (c *Comm) Send(buf []byte, dst, tag int) error {
+	return c.send("Send", buf, dst, tag, pml.Standard)
+}
+
+// Ssend is the synchronous send: it returns once the receiver has matched
+// the message.
+func (c *Comm) Ssend(buf []byte, dst, tag int) error {
+	return c.send("Ssend", buf, dst, tag, pml.Synchronous)
+}
+
+// Bsend is the buffered send: a message that cannot leave at once is copied
+// into the buffer attached with Instance.BufferAttach (ErrBuffer when there
+// is no room), and Bsend returns without waiting for the receiver.
+func (c *Comm) Bsend(buf []byte, dst, tag int) error {
+	return c.send("Bsend", buf, dst, tag, pml.Buffered)
+}
+
+// Rsend is the ready send: the caller promises that the receive is already
+// posted. gompi sends it as Send does.
+func (c *Comm) Rsend(buf []byte, dst, tag int) error {
+	return c.send("Rsend", buf, dst, tag, pml.Ready)
+}
+
+// Isend starts a standard send; buf belongs to gompi until the request
+// completes. Non-blocking sends never use the low-latency path.
+func (c *Comm) Isend(buf []byte, dst, tag int) (*Request, error) {
+	return c.isend("Isend", buf, dst, tag, pml.Standard)
+}
+
+// Issend starts a synchronous send: the request completes once the receiver
+// has matched.
+func (c *Comm) Issend(buf []byte, dst, tag int) (*Request, error) {
+	return c.isend("Issend", buf, dst, tag, pml.Synchronous)
+}
+
+// Ibsend copies buf into the attached buffer and returns a completed request
+// (MPI_Ibsend).
+func (c *Comm) Ibsend(buf []byte, dst, tag int) (*Request, error) {
+	return c.isend("Ibsend", buf, dst, tag, pml.Buffered)
+}
+
+// Irsend starts a ready send.
+func (c *Comm) Irsend(buf []byte, dst, tag int) (*Request, error) {
+	return c.isend("Irsend", buf, dst, tag, pml.Ready)
+}
+
+// Recv receives into buf a message from src (or AnySource) with tag (or
+// AnyTag). Messages from one sender with one tag arrive in the order sent.
+// A message longer than buf fills buf and fails with ErrTruncate.
+func (c *Comm) Recv(buf []byte, src, tag int) (Status, error) {
+	if err := c.checkRecv("Recv", src, tag); err != nil {
+		return Status{Err: err}, err
+	}
+	if src == ProcNull {
+		return procNullStatus, nil
+	}
+	return c.inst.p2p.pml.Recv(&c.pc, buf, src, tag)
+}
+
+// Irecv starts a receive; buf belongs to gompi until the request completes.
+func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
+	if err := c.checkRecv("Irecv", src, tag); err != nil {
+		return nil, err
+	}
+	if src == ProcNull {
+		return c.completed(procNullStatus), nil
+	}
+	return c.inst.p2p.pml.Irecv(&c.pc, buf, src, tag)
+}
+
+// Sendrecv sends sendbuf to dst and receives into recvbuf from src at the
+// same time, so that pairs of ranks can exchange without deadlock.
+func (c *Comm) Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (Status, error) {
+	if err := c.checkSend("Sendrecv", dst, sendtag); err != nil {
+		return Status{Err: err}, err
+	}
+	rr, err := c.Irecv(recvbuf, src, recvtag)
+	if err != nil {
+		return Status{Err: err}, err
+	}
+	sr, err := c.isend("Sendrecv", sendbuf, dst, sendtag, pml.Standard)
+	if err != nil {
+		rr.Cancel()
+		return Status{Err: err}, err
+	}
+	_, serr := sr.Wait()
+	st, rerr := rr.Wait()
+	if serr != nil && rerr == nil {
+		return st, serr
+	}
+	return st, rerr
+}
+
+// Probe waits until a message from src with tag can be received and
+// describes it, without receiving it. Between Probe and Recv another
+// goroutine may take the message: use Mprobe then.
+func (c *Comm) Probe(src, tag int) (Status, error) {
+	if err := c.checkRecv("Probe", src, tag); err != nil {
+		return Status{Err: err}, err
+	}
+	if src == ProcNull {
+		return procNullStatus, nil
+	}
+	return c.inst.p2p.pml.Probe(&c.pc, src, tag)
+}
+
+// Iprobe reports whether a message from src with tag can be received now,
+// and describes it.
+func (c *Comm) Iprobe(src, tag int) (Status, bool, error) {
+	if err := c.checkRecv("Iprobe", src, tag); err != nil {
+		return Status{Err: err}, false, err
+	}
+	if src == ProcNull {
+		return procNullStatus, true, nil
+	}
+	return c.inst.p2p.pml.Iprobe(&c.pc, src, tag)
+}
+
+// Mprobe waits for a message from src with tag and takes it out of matching:
+// no other receive can take it, and only Mrecv or Imrecv with the returned
+// Message receives it. This is how several goroutines probe and receive
+// without racing.
+func (c *Comm) Mprobe(src, tag int) (*Message, Status, error) {
+	if err := c.checkRecv("Mprobe", src, tag); err != nil {
+		return nil, Status{Err: err}, err
+	}
+	if src == ProcNull {
+		return pml.NoProcMessage(), procNullStatus, nil
+	}
+	return c.inst.p2p.pml.Mprobe(&c.pc, src, tag)
+}
+
+// Improbe is Mprobe that does not wait: ok is false when no message matches
+// now.
+func (c *Comm) Improbe(src, tag int) (msg *Message, st Status, ok bool, err error) {
+	if err := c.checkRecv("Improbe", src, tag); err != nil {
+		return nil, Status{Err: err}, false, err
+	}
+	if src == ProcNull {
+		return pml.NoProcMessage(), procNullStatus, true, nil
+	}
+	return c.inst.p2p.pml.Improbe(&c.pc, src, tag)
+}
+
+// checkMessage validates a matched-probe message.
+func (c *Comm) checkMessage(op string, m *Message) error {
+	if err := c.check(op); err != nil {
+		return err
+	}
+	if m == nil {
+		return mpierr.Errorf(mpierr.ErrRequest, "mpi: %s: nil message: pass what Mprobe or Improbe returned", op)
+	}
+	if !m.IsNoProc() && m.Comm != &c.pc {
+		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s on %s: the message was probed on another communicator", op, c.name)
+	}
+	return nil
+}
+
+// Mrecv receives the message m that Mprobe or Improbe took, into buf.
+func (c *Comm) Mrecv(buf []byte, m *Message) (Status, error) {
+	if err := c.checkMessage("Mrecv", m); err != nil {
+		return Status{Err: err}, err
+	}
+	if m.IsNoProc() {
+		return procNullStatus, nil
+	}
+	return c.inst.p2p.pml.Mrecv(buf, m)
+}
+
+// Imrecv starts receiving the message m into buf.
+func (c *Comm) Imrecv(buf []byte, m *Message) (*Request, error) {
+	if err := c.checkMessage("Imrecv", m); err != nil {
+		return nil, err
+	}
+	if m.IsNoProc() {
+		return c.completed(procNullStatus), nil
+	}
+	return c.inst.p2p.pml.Imrecv(buf, m)
+}
+
+// Waitall waits for every request. statuses, when not nil, receives each
+// request's status (it must be at least as long as reqs). The error joins the
+// failed requests' errors, each naming its index, with class ErrInStatus;
+// nil requests are skipped.
+func Waitall(reqs []*Request, statuses []Status) error {
+	return WaitallContext(nil, reqs, statuses)
+}
+
+// WaitallContext is Waitall that gives up when ctx ends (the error then wraps
+// ctx.Err() and has class ErrPending; unfinished requests stay pending).
+func WaitallContext(ctx context.Context, reqs []*Request, statuses []Status) error {
+	if statuses != nil && len(statuses) < len(reqs) {
+		return mpierr.Errorf(mpierr.ErrArg, "mpi: Waitall: %d statuses for %d requests", len(statuses), len(reqs))
+	}
+	var failed []error
+	for i, r := range reqs {
+		st, err := r.WaitContext(ctx)
+		if err != nil && mpierr.ClassOf(err) == mpierr.ErrPending {
+			return err
+		}
+		if statuses != nil {
+			statuses[i] = st
+		}
+		if err != nil {
+			failed = append(failed, fmt.Errorf("request %d: %w", i, err))
+		}
+	}
+	return inStatus(failed)
+}
+
+// Testall reports whether every request is complete, progressing once when
+// some are not. Only when it is true are statuses filled in and the error
+// meaningful.
+func Testall(reqs []*Request, statuses []Status) (bool, error) {
+	if statuses != nil && len(statuses) < len(reqs) {
+		return false, mpierr.Errorf(mpierr.ErrArg, "mpi: Testall: %d statuses for %d requests", len(statuses), len(reqs))
+	}
+	for pass := 0; ; pass++ {
+		var pending *Request
+		for _, r := range reqs {
+			if !r.Done() {
+				pending = r
+				break
+			}
+		}
+		if pending == nil {
+			break
+		}
+		if pass > 0 {
+			return false, nil
+		}
+		pending.Engine().Progress()
+	}
+	var failed []error
+	for i, r := range reqs {
+		st := r.Status()
+		if statuses != nil {
+			statuses[i] = st
+		}
+		if st.Err != nil {
+			failed = append(failed, fmt.Errorf("request %d: %w", i, st.Err))
+		}
+	}
+	return true, inStatus(failed)
+}
+
+func inStatus(failed []error) error {
+	switch len(failed) {
+	case 0:
+		return nil
+	case 1:
+		return failed[0]
+	}
+	return mpierr.Wrap(mpierr.ErrInStatus, fmt.Errorf("mpi: %d requests failed: %w", len(failed), errors.Join(failed...)))
+}
+
+// Waitany waits until one of the requests completes and returns its index
+// and status, and sets that entry of reqs to nil (as MPI sets it to
+// MPI_REQUEST_NULL), so that calling Waitany again finds another. With no
+// non-nil request it returns Undefined at once.
+func Waitany(reqs []*Request) (int, Status, error) {
+	var eng *pml.Engine
+	for _, r := range reqs {
+		if r != nil {
+			eng = r.Engine()
+			break
+		}
+	}
+	if eng == nil {
+		return Undefined, Status{Source: AnySource, Tag: AnyTag}, nil
+	}
+	idx := Undefined
+	err := eng.Until(nil, func() bool {
+		for i, r := range reqs {
+			if r != nil && r.Done() {
+				idx = i
+				return true
+			}
+		}
+		return false
+	})
+	if err != nil {
+		return Undefined, Status{Err: err}, err
+	}
+	st := reqs[idx].Status()
+	reqs[idx] = nil
+	return idx, st, st.Err
+}
+
+// Testany progresses once and returns the index of a completed request (and
+// sets that entry to nil, as Waitany does), or ok false when none is.
+func Testany(reqs []*Request) (idx int, st Status, ok bool, err error) {
+	for pass := 0; pass < 2; pass++ {
+		var eng *pml.Engine
+		for i, r := range reqs {
+			if r == nil {
+				continue
+			}
+			if r.Done() {
+				st := r.Status()
+				reqs[i] = nil
+				return i, st, true, st.Err
+			}
+			eng = r.Engine()
+		}
+		if eng == nil {
+			return Undefined, Status{Source: AnySource, Tag: AnyTag}, true, nil
+		}
+		if pass == 0 {
+			eng.Progress()
+		}
+	}
+	return Undefined, Status{}, false, nil
+}
