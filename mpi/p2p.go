@@ -51,6 +51,8 @@ type p2pState struct {
 	world, self *Comm
 	// down is set by Finalize and Abort: calls fail with ErrComm after it.
 	down atomic.Bool
+	// cids are the context ids in use (comm_create.go).
+	cids cidSet
 }
 
 // selectLLP selects the low-latency paths. It runs before the modex fence,
@@ -74,6 +76,8 @@ func (s *p2pState) setup(i *Instance) error {
 		return err
 	}
 	s.pml = m
+	s.cids.set(0, true)
+	s.cids.set(1, true)
 	if s.world, err = i.newComm(0, i.groups.world, "MPI_COMM_WORLD"); err != nil {
 		return err
 	}
@@ -177,9 +181,10 @@ func (i *Instance) p2pUp(op string) error {
 // ErrBuffer (buffered sends without room), ErrProcAborted (the peer or the
 // job is lost), ErrPending (WaitContext gave up).
 type Comm struct {
-	inst *Instance
-	pc   pml.Comm
-	name string
+	inst  *Instance
+	pc    pml.Comm
+	name  string
+	freed atomic.Bool
 }
 
 // newComm makes a communicator over g with a context id and tells the PML.
@@ -215,6 +220,9 @@ func (c *Comm) check(op string) error {
 	}
 	if c.inst.p2p.down.Load() {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s on %s: the instance is finalized", op, c.name)
+	}
+	if c.freed.Load() {
+		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s on %s: the communicator was freed", op, c.name)
 	}
 	return nil
 }

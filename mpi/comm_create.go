@@ -1,0 +1,185 @@
+package mpi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"sync"
+
+	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// Context ids: 0 and 1 are the world and self; Create allocates the others.
+// A process keeps the set of ids it uses; a new communicator takes an id
+// that is free in every process of its parent, agreed by a reduction.
+const maxCID = 1<<16 - 1
+
+// cidSet is an instance's context ids in use.
+type cidSet struct {
+	mu   sync.Mutex
+	used [maxCID + 1]bool
+}
+
+func (s *cidSet) lowestFreeFrom(from int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := max(from, 2); c <= maxCID; c++ {
+		if !s.used[c] {
+			return c
+		}
+	}
+	return -1
+}
+
+func (s *cidSet) isFree(c int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return c >= 2 && c <= maxCID && !s.used[c]
+}
+
+func (s *cidSet) set(c int, used bool) {
+	s.mu.Lock()
+	s.used[c] = used
+	s.mu.Unlock()
+}
+
+// Tags of the communicator-management traffic. Negative tags never match
+// user receives (AnyTag matches tags >= 0 only).
+const (
+	tagCIDReduce = -100
+	tagCIDBcast  = -101
+)
+
+// reduceMaxAll computes, over every rank of c, the maximum of v and the
+// logical AND of ok, and gives the result to every rank: a linear reduction
+// to rank 0 and a broadcast back, enough for communicator creation.
+func (c *Comm) reduceMaxAll(v int, ok bool) (int, bool, error) {
+	p := c.inst.p2p.pml
+	enc := func(v int, ok bool) []byte {
+		b := make([]byte, 9)
+		binary.LittleEndian.PutUint64(b, uint64(int64(v)))
+		if ok {
+			b[8] = 1
+		}
+		return b
+	}
+	dec := func(b []byte) (int, bool) { return int(int64(binary.LittleEndian.Uint64(b))), b[8] == 1 }
+	buf := make([]byte, 9)
+	if c.pc.Rank != 0 {
+		if err := p.Send(&c.pc, enc(v, ok), 0, tagCIDReduce, pml.Standard); err != nil {
+			return 0, false, err
+		}
+		if _, err := p.Recv(&c.pc, buf, 0, tagCIDBcast); err != nil {
+			return 0, false, err
+		}
+		v, ok = dec(buf)
+		return v, ok, nil
+	}
+	for r := 1; r < c.pc.Size; r++ {
+		if _, err := p.Recv(&c.pc, buf, pml.AnySource, tagCIDReduce); err != nil {
+			return 0, false, err
+		}
+		w, wok := dec(buf)
+		v, ok = max(v, w), ok && wok
+	}
+	out := enc(v, ok)
+	for r := 1; r < c.pc.Size; r++ {
+		if err := p.Send(&c.pc, out, r, tagCIDBcast, pml.Standard); err != nil {
+			return 0, false, err
+		}
+	}
+	return v, ok, nil
+}
+
+// agreeCID finds a context id free in every process of c and marks it used.
+func (c *Comm) agreeCID() (int, error) {
+	ids := &c.inst.p2p.cids
+	from := 2
+	for {
+		mine := ids.lowestFreeFrom(from)
+		if mine < 0 {
+			mine = maxCID + 1 // no free id here: make the agreement fail
+		}
+		cid, _, err := c.reduceMaxAll(mine, true)
+		if err != nil {
+			return 0, err
+		}
+		if cid > maxCID {
+			return 0, mpierr.Errorf(mpierr.ErrIntern, "mpi: no free context id: %d communicators exist", maxCID+1)
+		}
+		_, allFree, err := c.reduceMaxAll(cid, ids.isFree(cid))
+		if err != nil {
+			return 0, err
+		}
+		if allFree {
+			ids.set(cid, true)
+			return cid, nil
+		}
+		from = cid + 1
+	}
+}
+
+// Create makes a communicator of the processes of g, which must be a subset
+// of c's group (MPI_Comm_create). It is collective over c: every rank of c
+// calls it with the same group. Members get the new communicator; the other
+// ranks get nil (MPI_COMM_NULL) and no error.
+func (c *Comm) Create(g *Group) (*Comm, error) {
+	if err := c.check("Create"); err != nil {
+		return nil, err
+	}
+	if err := g.check("Comm.Create"); err != nil {
+		return nil, err
+	}
+	// Every member of g must be in c: translate g's ranks into c's group.
+	parent := newGroup(c.inst.groups.ops, c.pc.Group)
+	n, _ := g.Size()
+	ranks := make([]int, n)
+	for i := range ranks {
+		ranks[i] = i
+	}
+	if n > 0 {
+		in, err := g.TranslateRanks(ranks, parent)
+		if err != nil {
+			return nil, fmt.Errorf("mpi: Comm.Create: %w", err)
+		}
+		for i, r := range in {
+			if r == Undefined {
+				return nil, mpierr.Errorf(mpierr.ErrGroup, "mpi: Comm.Create: rank %d of the group (world rank %d) is not in %s",
+					i, g.g.World(i), c.name)
+			}
+		}
+	}
+	cid, err := c.agreeCID()
+	if err != nil {
+		return nil, fmt.Errorf("mpi: Comm.Create on %s: %w", c.name, err)
+	}
+	me := g.g.Rank(c.pc.Group.World(c.pc.Rank))
+	if n == 0 || me == group.Undefined {
+		c.inst.p2p.cids.set(cid, false)
+		return nil, nil
+	}
+	nc, err := c.inst.newComm(uint16(cid), g.g, fmt.Sprintf("%s.create(%d)", c.name, cid))
+	if err != nil {
+		c.inst.p2p.cids.set(cid, false)
+		return nil, err
+	}
+	return nc, nil
+}
+
+// Free releases a communicator made by Create; the world and self cannot be
+// freed. Pending operations on it must have completed.
+func (c *Comm) Free() error {
+	if err := c.check("Free"); err != nil {
+		return err
+	}
+	if c.pc.CID < 2 {
+		return mpierr.Errorf(mpierr.ErrComm, "mpi: Free of %s: the world and self communicators cannot be freed", c.name)
+	}
+	if err := c.inst.p2p.pml.DelComm(&c.pc); err != nil {
+		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
+	}
+	c.inst.p2p.cids.set(int(c.pc.CID), false)
+	c.freed.Store(true)
+	return nil
+}
