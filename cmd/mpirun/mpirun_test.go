@@ -417,7 +417,8 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-np", "2", "-x", "GOMPI_SURELY_UNSET_VAR", bin.hello}, "is not set in mpirun's environment", 1},
 		{[]string{"-np", "2", "--timeout", "-1", bin.hello}, "positive number of seconds", 1},
 		{[]string{"-np", "2", "--timeout", "0.5", bin.rankprog, "sleep"}, `timeout after 0.5s: ending the job \(ranks still running: 0, 1\)`, 124},
-		{[]string{"-np", "2", "--mca", "btl", "nosuch", bin.hello}, `no btl component "nosuch"`, 1},
+		{[]string{"-np", "2", "--mca", "btl", "nosuch", bin.hello}, `no btl component "nosuch"; btl components: self, shm, tcp`, 1},
+		{[]string{"-np", "2", "--mca", "btl", "self", bin.hello}, `rank \d cannot reach rank \d: BTLs tried: self`, 1},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
