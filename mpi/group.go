@@ -263,6 +263,16 @@ func (g *Group) Compare(h *Group) (Comparison, error) {
 	return Comparison(c), nil
 }
 
+// Storage names the group's storage format ("dense", "range", "stride",
+// "bitmap") and the bytes it takes: what mpi_use_sparse_groups changes.
+func (g *Group) Storage() (format string, bytes int, err error) {
+	if err := g.check("Storage"); err != nil {
+		return "", 0, err
+	}
+	st := g.g.Store()
+	return st.Format(), st.Bytes(), nil
+}
+
 // Free invalidates the handle (MPI_Group_free): any later use of it, Free
 // included, is an ErrGroup error. Freeing GroupEmpty is allowed and does
 // nothing, as in Open MPI and MPICH.

@@ -10,6 +10,7 @@ import (
 	btltcp "github.com/gompi/gompi/components/btl/tcp"
 	groupdense "github.com/gompi/gompi/components/group/dense"
 	groupsparse "github.com/gompi/gompi/components/group/sparse"
+	llptofu "github.com/gompi/gompi/components/llp/tofu"
 	pmlob1 "github.com/gompi/gompi/components/pml/ob1"
 	_ "github.com/gompi/gompi/frameworks/btl"
 	_ "github.com/gompi/gompi/frameworks/coll"
@@ -26,6 +27,7 @@ func init() {
 		&btltcp.Component{},
 		&groupdense.Component{},
 		&groupsparse.Component{},
+		&llptofu.Component{},
 		&pmlob1.Component{},
 	)
 }

@@ -5,6 +5,7 @@ package self
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
@@ -56,6 +57,9 @@ type module struct {
 	queue    []fragment
 	queued   int // bytes in queue
 	progress sync.Mutex
+	// nonEmpty is set under mu when the queue gets a fragment, so that an
+	// idle Progress (every pass of every wait) costs a load, not two locks.
+	nonEmpty atomic.Bool
 }
 
 type endpoint struct{ rank int }
@@ -92,6 +96,7 @@ func (m *module) Send(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error {
 	}
 	m.queue = append(m.queue, fragment{tag, data})
 	m.queued += n
+	m.nonEmpty.Store(true)
 	return nil
 }
 
@@ -103,6 +108,9 @@ func (m *module) Sendi(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) bool {
 }
 
 func (m *module) Progress() int {
+	if !m.nonEmpty.Load() {
+		return 0
+	}
 	if !m.progress.TryLock() {
 		return 0
 	}
@@ -110,6 +118,7 @@ func (m *module) Progress() int {
 	m.mu.Lock()
 	q := m.queue
 	m.queue, m.queued = nil, 0
+	m.nonEmpty.Store(false)
 	m.mu.Unlock()
 	for _, f := range q {
 		m.cb.Deliver(m.rank, f.tag, f.data)

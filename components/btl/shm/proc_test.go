@@ -365,6 +365,17 @@ func waitGone(t testing.TB, pids map[int]int) {
 	}
 }
 
+// ctlFiles lists the job's shm control segments (other components, such as
+// the tofu LLP, make files of their own).
+func ctlFiles(t testing.TB, job string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(shm.Dir, "gompi-"+job+"-ctl-*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
 // TestKillLeavesNoFiles kills a rank with SIGKILL during set-up, mid-transfer
 // and at finalize (and mpirun itself mid-transfer, so that nothing cleans up
 // but the ranks' own unlinking), under umask 0, recording every file the job
@@ -405,7 +416,7 @@ func TestKillLeavesNoFiles(t *testing.T) {
 					if job == "" && pids[0] != 0 {
 						job = jobOfPid(t, pids[0])
 					}
-					if job != "" && len(jobFiles(t, job)) == 2 {
+					if job != "" && len(ctlFiles(t, job)) == 2 {
 						break
 					}
 					if time.Now().After(deadline) {

@@ -256,8 +256,9 @@ type module struct {
 	// The receive side belongs to whoever holds progress.
 	progress sync.Mutex
 	in       []*inConn
-	received uint64 // frames delivered (tests)
-	epfd     int    // -1 until there are btl_tcp_epoll_threshold connections
+	nIn      atomic.Int32 // len(in), for the lock-free idle check
+	received uint64       // frames delivered (tests)
+	epfd     int          // -1 until there are btl_tcp_epoll_threshold connections
 	byFD     map[int32]*inConn
 	events   [64]unix.EpollEvent
 

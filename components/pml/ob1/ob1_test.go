@@ -11,8 +11,11 @@ import (
 	"github.com/gompi/gompi/mpitest"
 )
 
+// withLLP selects the test LLP alone (not tofu, which is built in): its
+// refusals and late, reversed deliveries are what these tests are about.
 func withLLP(refuseEvery int, more ...mpitest.Option) []mpitest.Option {
 	return append([]mpitest.Option{
+		mpitest.WithMCA("llp", "testllp"),
 		mpitest.WithMCA("llp_testllp_enable", "1"),
 		mpitest.WithMCA("llp_testllp_refuse_every", fmt.Sprint(refuseEvery)),
 	}, more...)

@@ -64,7 +64,9 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 		// next one, and it is taken only if the LLP takes the message. The
 		// send lock stays held across the attempt and the fall-back, so no
 		// other message to this peer can take a number in between.
-		if l := m.llpOf[w]; l != nil && len(buf) < m.llpMax {
+		// Not to a peer the BTLs found lost: the LLP cannot tell, and
+		// the send must fail rather than vanish into a slot.
+		if l := m.llpOf[w]; l != nil && len(buf) < m.llpMax && !m.lost[w].Load() {
 			err := l.Send(w, putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
 			if err == nil {
 				sp.seq++

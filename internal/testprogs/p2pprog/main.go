@@ -6,6 +6,15 @@
 //	                                receiving DELAY late; both report their memory
 //	p2pprog pingpong N SIZE         ranks 0 and 1 exchange N messages of SIZE bytes and
 //	                                rank 0 prints the mean one-way time
+//	p2pprog llpstream N DELAY LIMIT rank 0 sends rank 1 a stream of N messages of every
+//	                                kind (p2pcheck.LLPStream), rank 1 receiving DELAY late;
+//	                                LIMIT is pml_ob1_llp_max_payload_size
+//	p2pprog llpcounters LIMIT HITS  the LLP counter check (p2pcheck.LLPCounters); HITS says
+//	                                whether small blocking sends should hit the LLP
+//	p2pprog llphold                 ranks 0 and 1 exchange small messages (so that the LLP's
+//	                                boxes exist both ways), print "llphold rank R pid P job J
+//	                                hits H", then wait for a message that never comes (tests
+//	                                kill them)
 //
 // flood prints, per rank, "flood rank R: rss_before=B hwm=H growth=G" in
 // bytes: VmRSS after Init and a warm-up, VmHWM (the peak) at the end, and
@@ -75,6 +84,43 @@ func main() {
 			fail("pingpong N SIZE")
 		}
 		if err := pingpong(c, n, size); err != nil {
+			fail(err)
+		}
+	case "llpstream":
+		if len(os.Args) != 5 {
+			fail("llpstream N DELAY LIMIT")
+		}
+		n, err1 := strconv.Atoi(os.Args[2])
+		delay, err2 := time.ParseDuration(os.Args[3])
+		limit, err3 := strconv.Atoi(os.Args[4])
+		if err1 != nil || err2 != nil || err3 != nil {
+			fail("llpstream N DELAY LIMIT")
+		}
+		res, err := p2pcheck.LLPStream(c, n, limit, delay)
+		if err != nil {
+			fail(err)
+		}
+		switch c.Rank() {
+		case 0:
+			fmt.Printf("llpstream rank 0: candidates=%d hits=%d fallbacks=%d\n", res.Candidates, res.Hits(), res.Fallbacks())
+		case 1:
+			fmt.Printf("llpstream rank 1: in order; %+v\n", inst.PMLStats())
+		}
+	case "llpcounters":
+		if len(os.Args) != 4 {
+			fail("llpcounters LIMIT HITS")
+		}
+		limit, err1 := strconv.Atoi(os.Args[2])
+		hits, err2 := strconv.ParseBool(os.Args[3])
+		if err1 != nil || err2 != nil {
+			fail("llpcounters LIMIT HITS")
+		}
+		if err := p2pcheck.LLPCounters(c, limit, hits); err != nil {
+			fail(err)
+		}
+		fmt.Printf("llpcounters ok rank %d: %+v\n", c.Rank(), inst.PMLStats())
+	case "llphold":
+		if err := hold(c, inst); err != nil {
 			fail(err)
 		}
 	default:
@@ -202,4 +248,33 @@ func pingpong(c *mpi.Comm, n, size int) error {
 			float64(d.Nanoseconds())/float64(n)/2/1000, float64(size)*float64(2*n)/d.Seconds()/1e6)
 	}
 	return nil
+}
+
+// hold exchanges a few small messages between ranks 0 and 1 both ways,
+// reports, and then waits for a message nobody sends.
+func hold(c *mpi.Comm, inst *mpi.Instance) error {
+	me := c.Rank()
+	if me <= 1 && c.Size() > 1 {
+		buf := make([]byte, 8)
+		for i := 0; i < 100; i++ {
+			if me == 0 {
+				if err := c.Send(buf, 1, 1); err != nil {
+					return err
+				}
+				if _, err := c.Recv(buf, 1, 1); err != nil {
+					return err
+				}
+			} else {
+				if _, err := c.Recv(buf, 0, 1); err != nil {
+					return err
+				}
+				if err := c.Send(buf, 0, 1); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	fmt.Printf("llphold rank %d pid %d job %s hits %d\n", me, os.Getpid(), inst.JobID(), inst.PMLStats().LLPHits)
+	_, err := c.Recv(nil, mpi.AnySource, 99)
+	return err
 }

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -50,14 +53,16 @@ func mpirun(t *testing.T, limit time.Duration, args ...string) string {
 	return stdout.String()
 }
 
-// The matching suite in real processes, over shared memory and over TCP.
+// The matching suite in real processes, over shared memory and over TCP,
+// with the tofu LLP carrying the small blocking sends (the default) and
+// without it (TCP alone).
 func TestSuiteUnderMpirun(t *testing.T) {
 	for _, c := range []struct {
-		np  int
-		btl string
-	}{{4, "self,shm"}, {3, "self,tcp"}} {
-		t.Run(fmt.Sprintf("%d/%s", c.np, c.btl), func(t *testing.T) {
-			out := mpirun(t, 120*time.Second, "--mca", "btl", c.btl, "-np", fmt.Sprint(c.np), bin.prog, "suite")
+		np       int
+		btl, llp string
+	}{{4, "self,shm", ""}, {3, "self,tcp", ""}, {3, "self,tcp", "^tofu"}} {
+		t.Run(fmt.Sprintf("%d/%s/llp=%s", c.np, c.btl, c.llp), func(t *testing.T) {
+			out := mpirun(t, 120*time.Second, "--mca", "btl", c.btl, "--mca", "llp", c.llp, "-np", fmt.Sprint(c.np), bin.prog, "suite")
 			if got := strings.Count(out, "suite ok rank"); got != c.np {
 				t.Fatalf("%d ranks passed, want %d:\n%s", got, c.np, out)
 			}
@@ -104,5 +109,101 @@ func TestRingExample(t *testing.T) {
 	}
 	if !strings.Contains(out, "token went around 4 ranks") {
 		t.Errorf("no final line:\n%s", out)
+	}
+}
+
+// The LLP in real processes: a stream of every kind of send from rank 0 to
+// rank 1, whose receiver starts late while the box has two slots, arrives
+// in order with both LLP hits and fall-backs to the BTLs.
+func TestLLPStreamUnderMpirun(t *testing.T) {
+	for _, btl := range []string{"self,shm", "self,shm,tcp"} {
+		t.Run(btl, func(t *testing.T) {
+			// With tcp, shm stays selected (tofu needs it) but tcp carries
+			// the normal path.
+			out := mpirun(t, 60*time.Second, "--mca", "btl", btl, "--mca", "btl_shm_exclusivity", "10", "--mca", "llp_tofu_slots", "2", "-np", "2", bin.prog, "llpstream", "3000", "100ms", "256")
+			m := regexp.MustCompile(`llpstream rank 0: candidates=(\d+) hits=(\d+) fallbacks=(\d+)`).FindStringSubmatch(out)
+			if m == nil || !strings.Contains(out, "llpstream rank 1: in order") {
+				t.Fatalf("no report from both ranks:\n%s", out)
+			}
+			t.Log(strings.TrimSpace(out))
+			if m[2] == "0" || m[3] == "0" {
+				t.Errorf("LLP hits %s, fall-backs %s: want both", m[2], m[3])
+			}
+		})
+	}
+}
+
+// The LLP counters in real processes: hits for small blocking sends to the
+// other rank, none for non-blocking and synchronous sends, sends to oneself
+// and messages at or above the limit; none at all with the LLP excluded.
+func TestLLPCountersUnderMpirun(t *testing.T) {
+	for _, c := range []struct {
+		llp, hits string
+	}{{"", "true"}, {"^tofu", "false"}} {
+		t.Run("llp="+c.llp, func(t *testing.T) {
+			out := mpirun(t, 60*time.Second, "--mca", "llp", c.llp, "--mca", "pml_ob1_llp_max_payload_size", "64", "-np", "2",
+				bin.prog, "llpcounters", "64", c.hits)
+			if got := strings.Count(out, "llpcounters ok rank"); got != 2 {
+				t.Fatalf("%d ranks passed, want 2:\n%s", got, out)
+			}
+			t.Log(strings.TrimSpace(out))
+		})
+	}
+}
+
+// The LLP's files in real processes: once the boxes exist both ways and
+// have been used, no file of the job is left in /dev/shm (a crash from then
+// on leaves nothing behind); after a rank is killed, mpirun fails and
+// nothing is left either.
+func TestLLPFilesUnderMpirun(t *testing.T) {
+	cmd := exec.Command(bin.mpirun, "--timeout", "60", "-np", "2", bin.prog, "llphold")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	re := regexp.MustCompile(`llphold rank (\d) pid (\d+) job (\w+) hits (\d+)`)
+	pids := map[string]int{}
+	var job string
+	sc := bufio.NewScanner(stdout)
+	for len(pids) < 2 && sc.Scan() {
+		m := re.FindStringSubmatch(sc.Text())
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[2])
+		pids[m[1]], job = pid, m[3]
+		if m[4] == "0" {
+			t.Errorf("rank %s: no LLP hit", m[1])
+		}
+	}
+	if len(pids) < 2 {
+		t.Fatalf("no report from both ranks; stderr:\n%s", &stderr)
+	}
+	files := func() []string {
+		f, _ := filepath.Glob(filepath.Join("/dev/shm", "gompi-"+job+"-*"))
+		return f
+	}
+	// Rank 0 printed after its last receive: rank 1 may still be mapping
+	// the box rank 0 made; give it a moment.
+	deadline := time.Now().Add(5 * time.Second)
+	for len(files()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if f := files(); len(f) != 0 {
+		t.Errorf("files of the running job: %v", f)
+	}
+	syscall.Kill(pids["1"], syscall.SIGKILL)
+	go io.Copy(io.Discard, stdout)
+	if err := cmd.Wait(); err == nil {
+		t.Errorf("mpirun exited 0 after a rank was killed")
+	}
+	if f := files(); len(f) != 0 {
+		t.Errorf("files left after the job: %v", f)
 	}
 }

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# bench/compare.sh - gompi against Open MPI on this machine, point to point.
+#
+# Builds the mpi-anchors benchmarks (Open MPI's pingpong.ompi and the
+# shm_limit placement probe) and gompi's mpirun and gompi-bench, then runs,
+# REPS times and interleaved, with the same message sizes and the same
+# process binding (one core per rank) on both sides:
+#
+#   ompi-vader     Open MPI, --mca pml ob1 --mca btl vader,self
+#   ompi-tcp       Open MPI, --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo
+#   gompi-shm      gompi, --mca btl self,shm            (tofu LLP on, the default)
+#   gompi-shm-nollp  gompi, --mca btl self,shm --mca llp ^tofu
+#   gompi-tcp      gompi, --mca btl self,tcp --mca llp ^tofu --mca btl_tcp_if_include lo
+#   gompi-tcp-llp  gompi, --mca btl self,shm,tcp --mca btl_shm_exclusivity 10
+#                  (tcp carries the normal path; small blocking sends take the LLP,
+#                  which needs shm selected: with btl self,tcp tofu declines)
+#
+# Latency is a blocking ping-pong (one-way = round trip / 2, µs), bandwidth a
+# window of 64 non-blocking sends then an ack (MB/s = 10^6 B/s), as
+# pingpong.c and osu_latency/osu_bw. The host moves this VM's two vCPUs
+# between a near and a far placement and every number follows, so
+# `shm_limit probe` runs before and after every run (probe.log), and both
+# benchmarks probe before and after every measurement (pre=/post=, ns
+# one-way); the summary (compare_summary.py) splits by placement as
+# mpi-anchors/summarize.py does (near: both < 120 ns, far: both > 150 ns)
+# and prints medians and gompi/Open MPI ratios.
+#
+# A tool, not part of CI. Needs: go, gcc, python3, and the Debian packages
+# openmpi-bin libopenmpi-dev mpich libmpich-dev (mpi-anchors' build.sh builds
+# the MPICH variants too).
+#
+# Environment:
+#   ANCHORS  the mpi-anchors folder (default: ../shared/mpi-anchors beside the
+#            repository); it is read only: it is copied and built in WORK
+#   WORK     scratch folder (default: bench/.anchors, git-ignored)
+#   OUT      results folder (default: $WORK/results/<UTC stamp>)
+#   REPS     repetitions of every configuration (default 5)
+#   SIZES    message sizes (default pingpong.c's: 0,1,8,64,512,4k,32k,256k,1m,4m)
+#   ONLY     space-separated subset of the configurations above
+#
+# Usage: bench/compare.sh            (about 6 minutes with REPS=5)
+#        python3 bench/compare_summary.py <OUT>   (the tables again)
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(cd "$HERE/.." && pwd)"
+ANCHORS="${ANCHORS:-$REPO/../shared/mpi-anchors}"
+WORK="${WORK:-$HERE/.anchors}"
+REPS="${REPS:-5}"
+SIZES="${SIZES:-0,1,8,64,512,4k,32k,256k,1m,4m}"
+CONFIGS="${ONLY:-ompi-vader ompi-tcp gompi-shm gompi-shm-nollp gompi-tcp gompi-tcp-llp}"
+
+die() { echo "compare.sh: $*" >&2; exit 1; }
+
+[ -f "$ANCHORS/pingpong.c" ] && [ -f "$ANCHORS/build.sh" ] ||
+  die "no mpi-anchors at $ANCHORS (pingpong.c, build.sh): set ANCHORS=/path/to/mpi-anchors"
+for tool in go gcc python3 mpicc.openmpi mpirun.openmpi mpicc.mpich; do
+  command -v "$tool" >/dev/null ||
+    die "$tool not found; needs go, gcc, python3 and: apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev"
+done
+[[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "REPS=$REPS: want a whole number of at least 1"
+
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+OUT="${OUT:-$WORK/results/$STAMP}"
+mkdir -p "$WORK/anchors" "$WORK/bin" "$OUT"
+
+# Build: the anchors in a copy (the source folder is read only), gompi from
+# this checkout.
+cp "$ANCHORS"/*.c "$ANCHORS"/*.h "$ANCHORS"/build.sh "$WORK/anchors/"
+(cd "$WORK/anchors" && ./build.sh) >"$OUT/build.log" 2>&1 || die "building the anchors failed: see $OUT/build.log"
+(cd "$REPO" && go build -o "$WORK/bin/mpirun" ./cmd/mpirun && go build -o "$WORK/bin/gompi-bench" ./cmd/gompi-bench) ||
+  die "building gompi failed"
+PROBE="$WORK/anchors/shm_limit"
+PINGPONG="$WORK/anchors/pingpong.ompi"
+GMPIRUN="$WORK/bin/mpirun"
+GBENCH="$WORK/bin/gompi-bench"
+
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "nproc: $(nproc)"
+  lscpu | grep -E 'Model name|^CPU\(s\)|Thread|L2|L3' || true
+  uname -a
+  mpirun.openmpi --version | head -1
+  go version
+  (cd "$REPO" && git describe --always --dirty 2>/dev/null) || true
+  echo "sizes: $SIZES; reps: $REPS; configurations: $CONFIGS"
+} >"$OUT/machine.txt" 2>&1
+
+# Both sides: 2 ranks, each bound to a core of its own.
+OMPI=(mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --bind-to core --mca pml ob1)
+GOMPI=("$GMPIRUN" -np 2 --bind-to core)
+# pingpong.c has no size option; gompi-bench gets the same sizes.
+gbench() { "${GOMPI[@]}" "$@"; }
+
+# run LABEL REP OUTFILE CMD... : one run between two placement probes.
+run() {
+  local label=$1 rep=$2 out=$3
+  shift 3
+  echo "$label rep=$rep when=pre $("$PROBE" probe)" >>"$OUT/probe.log"
+  echo "[$(date -u +%T)] rep $rep/$REPS: $label" >&2
+  local rc=0
+  timeout 900 "$@" >"$out" 2>"$out.err" || rc=$?
+  echo "$label rep=$rep when=post $("$PROBE" probe)" >>"$OUT/probe.log"
+  [ $rc -eq 0 ] || echo "  !! $label rep $rep failed rc=$rc (see $out.err)" >&2
+  [ -s "$out.err" ] || rm -f "$out.err"
+}
+
+gompi_cfg() {
+  case $1 in
+    gompi-shm) echo "--mca btl self,shm" ;;
+    gompi-shm-nollp) echo "--mca btl self,shm --mca llp ^tofu" ;;
+    gompi-tcp) echo "--mca btl self,tcp --mca llp ^tofu --mca btl_tcp_if_include lo" ;;
+    gompi-tcp-llp) echo "--mca btl self,shm,tcp --mca btl_shm_exclusivity 10 --mca btl_tcp_if_include lo" ;;
+  esac
+}
+
+# A warm-up of each side first: the first runs after a build or install are
+# slow.
+"${OMPI[@]}" --mca btl vader,self "$PINGPONG" 0.05 >/dev/null 2>&1 || die "Open MPI's pingpong does not run"
+gbench "$GBENCH" latency --sizes 8 --iterations 1000 >/dev/null || die "gompi-bench does not run"
+
+for r in $(seq 1 "$REPS"); do
+  for cfg in $CONFIGS; do
+    case $cfg in
+      ompi-vader) run "$cfg" "$r" "$OUT/pp.$cfg.$r.txt" "${OMPI[@]}" --mca btl vader,self "$PINGPONG" ;;
+      ompi-tcp) run "$cfg" "$r" "$OUT/pp.$cfg.$r.txt" "${OMPI[@]}" --mca btl tcp,self --mca btl_tcp_if_include lo "$PINGPONG" ;;
+      gompi-*)
+        # shellcheck disable=SC2046 # the options are words
+        run "$cfg" "$r" "$OUT/lat.$cfg.$r.txt" "${GOMPI[@]}" $(gompi_cfg "$cfg") "$GBENCH" latency --sizes "$SIZES" --probe
+        # shellcheck disable=SC2046
+        run "$cfg" "$r" "$OUT/bw.$cfg.$r.txt" "${GOMPI[@]}" $(gompi_cfg "$cfg") "$GBENCH" bw --sizes "$SIZES" --probe
+        ;;
+      *) die "unknown configuration $cfg" ;;
+    esac
+  done
+done
+
+python3 "$HERE/compare_summary.py" "$OUT" | tee "$OUT/tables.md"
+echo "raw results: $OUT" >&2

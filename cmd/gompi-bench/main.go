@@ -1,0 +1,394 @@
+// Command gompi-bench measures point-to-point latency and bandwidth between
+// ranks 0 and 1 of a job, the way the OSU micro-benchmarks (and
+// mpi-anchors/pingpong.c) do, so that its numbers compare with Open MPI's.
+//
+//	mpirun -np 2 gompi-bench latency [--sizes 0:4m] [--iterations N] [--warmup N] [--probe]
+//	mpirun -np 2 gompi-bench bw      [--sizes …] [--window 64] …
+//	mpirun -np 2 gompi-bench bibw    [--sizes …] [--window 64] …
+//
+// GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile of each rank to
+// prefix.<rank>.
+//
+// latency: blocking Send/Recv ping-pong; the one-way time is half the round
+// trip, in µs. bw: per iteration rank 0 starts a window of non-blocking
+// sends, rank 1 as many receives, both wait for all, then rank 1 sends a
+// 4-byte ack; MB/s = 10^6 bytes/s. bibw: both ranks send a window to each
+// other at once. As in osu_bw, every message of a window uses one send and
+// one receive buffer, and the send buffer never changes.
+//
+// Rank 0 prints, OSU style, comment lines starting with '#', then one row
+// per size: "<size> <value>". With --probe, a comment line after each row
+// gives the placement probe (mpi-anchors/placement.h: a cache-line
+// ping-pong between ranks 0 and 1, in ns one-way) just before and after the
+// measurement: "# probe size=<n> pre=<ns> post=<ns>". The last comment line
+// gives rank 0's point-to-point counters (LLP hits, eager, rendezvous…).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpi"
+)
+
+const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
+
+Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
+
+  latency        blocking ping-pong; one-way time = round trip / 2 (µs)
+  bw             windowed non-blocking sends from rank 0 to rank 1, then an ack (MB/s = 10^6 B/s)
+  bibw           both ranks send a window to each other at once (MB/s, both directions)
+
+Options:
+  --sizes LIST|MIN:MAX   message sizes in bytes: a comma-separated list, or every power of
+                         two from MIN to MAX (0 first when MIN is 0); k and m suffixes are
+                         binary; at most 4m (default 0:4m)
+  --iterations N         timed iterations per size, at least 1 (default: by size, as
+                         mpi-anchors/pingpong.c: 20000 up to 4 KiB ... 100 at 4 MiB for
+                         latency, 400 ... 4 for bw and bibw)
+  --warmup N             untimed iterations first, 0 or more (default: a tenth, at least 2)
+  --window N             messages in flight per iteration of bw and bibw, 1 to 1024 (default 64)
+  --comm world|incl      the communicator: the world (default), or one made by Comm.Create
+                         from an Incl of every world rank but the last, whose group
+                         mpi_use_sparse_groups=1 stores as a range when there are 4 or more
+                         ranks (ranks other than 0 and 1 wait idle in either case)
+  --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
+                         one-way) before and after each size; needs them on one node
+  -h, --help             print this help
+`
+
+// maxSize is the largest message: 4 MiB, as the OSU benchmarks and
+// pingpong.c.
+const maxSize = 4 << 20
+
+type benchKind int
+
+const (
+	latency benchKind = iota
+	bw
+	bibw
+)
+
+func (k benchKind) String() string {
+	return [...]string{"latency", "bw", "bibw"}[k]
+}
+
+// kindOf names a benchmark.
+func kindOf(name string) (benchKind, bool) {
+	switch name {
+	case "latency":
+		return latency, true
+	case "bw":
+		return bw, true
+	case "bibw":
+		return bibw, true
+	}
+	return 0, false
+}
+
+// options are the parsed command line.
+type options struct {
+	kind       benchKind
+	sizes      []int
+	iterations int // 0: by size
+	warmup     int // -1: a tenth of the iterations, at least 2
+	window     int
+	probe      bool
+	comm       string // "world" or "incl"
+}
+
+// usageError is a bad command line: the message says what was wrong and
+// what is accepted.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
+
+// parseArgs parses "KIND [options]"; options take one or two dashes and
+// their value as the next word or after '='.
+func parseArgs(args []string) (*options, bool, error) {
+	o := &options{warmup: -1, window: 64, comm: "world"}
+	var kindSet bool
+	sizes := "0:4m"
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			k, ok := kindOf(a)
+			if !ok || kindSet {
+				if kindSet {
+					return nil, false, usagef("unexpected argument %q: give one benchmark, then options", a)
+				}
+				return nil, false, usagef("unknown benchmark %q: accepted: latency, bw, bibw", a)
+			}
+			o.kind, kindSet = k, true
+			continue
+		}
+		name, inline, hasInline := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		value := func() (string, error) {
+			if hasInline {
+				return inline, nil
+			}
+			if i+1 >= len(args) {
+				return "", usagef("option %s needs a value", a)
+			}
+			i++
+			return args[i], nil
+		}
+		switch name {
+		case "h", "help":
+			return nil, true, nil
+		case "probe":
+			if hasInline {
+				b, err := strconv.ParseBool(inline)
+				if err != nil {
+					return nil, false, usagef("--probe=%q: accepted: true or false", inline)
+				}
+				o.probe = b
+			} else {
+				o.probe = true
+			}
+		case "comm":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			if v != "world" && v != "incl" {
+				return nil, false, usagef("--comm %q: accepted: world, incl", v)
+			}
+			o.comm = v
+		case "sizes", "iterations", "warmup", "window":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			switch name {
+			case "sizes":
+				sizes = v
+			case "iterations":
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > 1e9 {
+					return nil, false, usagef("--iterations %q: accepted: a whole number from 1 to 1000000000", v)
+				}
+				o.iterations = n
+			case "warmup":
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 0 || n > 1e9 {
+					return nil, false, usagef("--warmup %q: accepted: a whole number from 0 to 1000000000", v)
+				}
+				o.warmup = n
+			case "window":
+				n, err := strconv.Atoi(v)
+				if err != nil || n < 1 || n > 1024 {
+					return nil, false, usagef("--window %q: accepted: a whole number from 1 to 1024", v)
+				}
+				o.window = n
+			}
+		default:
+			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --window, --comm, --probe, --help", a)
+		}
+	}
+	if !kindSet {
+		return nil, false, usagef("no benchmark: accepted: latency, bw, bibw")
+	}
+	var err error
+	if o.sizes, err = parseSizes(sizes); err != nil {
+		return nil, false, err
+	}
+	return o, false, nil
+}
+
+// parseSizes reads "a,b,c" or "min:max".
+func parseSizes(s string) ([]int, error) {
+	bad := func(why string) error {
+		return usagef("--sizes %q: %s; accepted: a comma-separated list of sizes, or MIN:MAX for every power of two from MIN to MAX, "+
+			"each a number of bytes with an optional k or m suffix (binary), from 0 to 4m", s, why)
+	}
+	if lo, hi, ok := strings.Cut(s, ":"); ok {
+		a, err1 := parseSize(lo)
+		b, err2 := parseSize(hi)
+		if err1 != nil || err2 != nil {
+			return nil, bad("not two sizes")
+		}
+		if a > b {
+			return nil, bad("MIN above MAX")
+		}
+		var out []int
+		if a == 0 {
+			out = append(out, 0)
+			a = 1
+		}
+		p := 1
+		for p < a {
+			p <<= 1
+		}
+		for ; p <= b; p <<= 1 {
+			out = append(out, p)
+		}
+		if len(out) == 0 {
+			return nil, bad("no power of two in the range")
+		}
+		return out, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := parseSize(strings.TrimSpace(f))
+		if err != nil {
+			return nil, bad(err.Error())
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func parseSize(s string) (int, error) {
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "k") || strings.HasSuffix(s, "K"):
+		mult, s = 1<<10, s[:len(s)-1]
+	case strings.HasSuffix(s, "m") || strings.HasSuffix(s, "M"):
+		mult, s = 1<<20, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > maxSize/mult {
+		return 0, fmt.Errorf("%q is not a size from 0 to 4m", s)
+	}
+	return n * mult, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the command; it returns the exit status: 0, 1 for a failure, 2
+// for a bad command line.
+func run(args []string, stdout, stderr io.Writer) int {
+	o, help, err := parseArgs(args)
+	if help {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if err != nil {
+		// Every rank parses the same line; one message is enough. The
+		// others wait a moment, so that mpirun does not end the job (and
+		// rank 0 with it) before rank 0 has said why.
+		if r := os.Getenv("OMPI_COMM_WORLD_RANK"); r == "" || r == "0" {
+			fmt.Fprintf(stderr, "gompi-bench: %v\n(gompi-bench --help lists the options)\n", err)
+		} else {
+			time.Sleep(500 * time.Millisecond)
+		}
+		return 2
+	}
+	inst, err := mpi.Init()
+	if err != nil {
+		fmt.Fprintf(stderr, "gompi-bench: %v\n", err)
+		return 1
+	}
+	// GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile per rank,
+	// prefix.<rank>, for finding where the time goes.
+	if prefix := os.Getenv("GOMPI_BENCH_CPUPROFILE"); prefix != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", prefix, inst.Rank()))
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "gompi-bench: CPU profile: %v\n", err)
+			inst.Finalize()
+			return 1
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
+	err = bench(inst, o, stdout)
+	if ferr := inst.Finalize(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "gompi-bench: rank %d: %v\n", inst.Rank(), err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// header prints the comment lines that describe the run.
+func header(w io.Writer, inst *mpi.Instance, o *options, sameNode bool) {
+	iters := "by size"
+	if o.iterations > 0 {
+		iters = strconv.Itoa(o.iterations)
+	}
+	warm := "a tenth (at least 2)"
+	if o.warmup >= 0 {
+		warm = strconv.Itoa(o.warmup)
+	}
+	where := "the same node"
+	if !sameNode {
+		where = "different nodes"
+	}
+	switch o.kind {
+	case latency:
+		fmt.Fprintf(w, "# gompi-bench latency: blocking Send/Recv ping-pong between ranks 0 and 1, one-way time = round trip / 2\n")
+	case bw:
+		fmt.Fprintf(w, "# gompi-bench bw: rank 0 sends a window of %d Isend, rank 1 receives with %d Irecv, then a 4-byte ack; MB/s = 10^6 B/s\n", o.window, o.window)
+	case bibw:
+		fmt.Fprintf(w, "# gompi-bench bibw: ranks 0 and 1 both send a window of %d Isend to each other; MB/s = 10^6 B/s in both directions together\n", o.window)
+	}
+	fmt.Fprintf(w, "# gompi %s, %d ranks, ranks 0 and 1 on %s, iterations: %s, warm-up: %s\n", mca.GompiVersion, inst.Size(), where, iters, warm)
+	if o.kind == latency {
+		fmt.Fprintf(w, "# %-8s %14s\n", "Size", "Latency (us)")
+	} else {
+		fmt.Fprintf(w, "# %-8s %14s\n", "Size", "Bandwidth (MB/s)")
+	}
+}
+
+// counts returns the timed and warm-up iterations for a size.
+func (o *options) counts(size int) (iters, warm int) {
+	iters = o.iterations
+	if iters == 0 {
+		iters = defaultIterations(o.kind, size)
+	}
+	warm = o.warmup
+	if warm < 0 {
+		warm = max(iters/10, 2)
+	}
+	return iters, warm
+}
+
+// defaultIterations are mpi-anchors/pingpong.c's.
+func defaultIterations(k benchKind, size int) int {
+	lat := k == latency
+	switch {
+	case size <= 4096:
+		return pick(lat, 20000, 400)
+	case size <= 32768:
+		return pick(lat, 5000, 100)
+	case size <= 262144:
+		return pick(lat, 1000, 30)
+	case size <= 1048576:
+		return pick(lat, 300, 10)
+	}
+	return pick(lat, 100, 4)
+}
+
+func pick(lat bool, a, b int) int {
+	if lat {
+		return a
+	}
+	return b
+}
+
+// timer measures an interval in µs.
+type timer struct{ t0 time.Time }
+
+func (t *timer) start()      { t.t0 = time.Now() }
+func (t *timer) us() float64 { return float64(time.Since(t.t0).Nanoseconds()) / 1e3 }

@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The tests run gompi-bench under the real mpirun: TestMain builds both.
+var bin struct{ mpirun, bench string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "gompi-bench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin.mpirun = filepath.Join(dir, "mpirun")
+	bin.bench = filepath.Join(dir, "gompi-bench")
+	for out, pkg := range map[string]string{bin.mpirun: "../mpirun", bin.bench: "."} {
+		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, msg)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// row is one line of the table.
+type row struct {
+	size  int
+	value float64
+}
+
+// parseTable reads OSU-style output: '#' comment lines, then "<size>
+// <value>" rows; anything else is an error.
+func parseTable(t *testing.T, out string) (rows []row, comments []string) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			comments = append(comments, line)
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 2 {
+			t.Fatalf("line %q is neither a comment nor a row of two columns:\n%s", line, out)
+		}
+		size, err1 := strconv.Atoi(f[0])
+		value, err2 := strconv.ParseFloat(f[1], 64)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("row %q: %v %v", line, err1, err2)
+		}
+		rows = append(rows, row{size, value})
+	}
+	return rows, comments
+}
+
+func mpirun(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(bin.mpirun, append([]string{"--timeout", "120"}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("mpirun %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, &stdout, &stderr)
+	}
+	return stdout.String()
+}
+
+// Each benchmark prints the OSU-style table for the sizes asked, with a
+// positive value per size; the latency header names its unit.
+func TestBenchmarks(t *testing.T) {
+	for _, c := range []struct {
+		kind, unit string
+		extra      []string
+	}{
+		{"latency", "Latency (us)", []string{"--probe"}},
+		{"bw", "Bandwidth (MB/s)", nil},
+		{"bibw", "Bandwidth (MB/s)", []string{"--window", "8"}},
+	} {
+		t.Run(c.kind, func(t *testing.T) {
+			args := append([]string{"-np", "2", bin.bench, c.kind, "--sizes", "0,8,1k,64k", "--iterations", "20", "--warmup", "2"}, c.extra...)
+			out := mpirun(t, args...)
+			rows, comments := parseTable(t, out)
+			want := []int{0, 8, 1024, 65536}
+			if len(rows) != len(want) {
+				t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), out)
+			}
+			for i, r := range rows {
+				if r.size != want[i] {
+					t.Errorf("row %d: size %d, want %d", i, r.size, want[i])
+				}
+				// Empty messages move no bytes: 0 MB/s.
+				if r.value < 0 || (r.size > 0 && r.value <= 0) {
+					t.Errorf("row %d: value %v", i, r.value)
+				}
+			}
+			joined := strings.Join(comments, "\n")
+			if !strings.Contains(joined, c.unit) || !strings.Contains(joined, "# pml counters rank 0:") {
+				t.Errorf("comments do not name the unit %q and the counters:\n%s", c.unit, joined)
+			}
+			if c.kind == "latency" && strings.Count(joined, "# probe size=") != len(want) {
+				t.Errorf("want a probe line per size:\n%s", joined)
+			}
+			t.Log("\n" + out)
+		})
+	}
+}
+
+// The command of the issue: mpirun builds the benchmark from its source
+// folder and runs it with the defaults; here with fewer iterations.
+func TestFromSource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds from source")
+	}
+	out := mpirun(t, "-np", "2", ".", "latency", "--sizes", "0:4m", "--iterations", "5")
+	rows, _ := parseTable(t, out)
+	if len(rows) != 24 || rows[0].size != 0 || rows[23].size != 4<<20 {
+		t.Fatalf("want 24 rows from 0 to 4 MiB:\n%s", out)
+	}
+}
+
+// More ranks than two: the others wait, rank 0 prints.
+func TestThreeRanks(t *testing.T) {
+	out := mpirun(t, "-np", "3", bin.bench, "latency", "--sizes", "8", "--iterations", "50")
+	rows, _ := parseTable(t, out)
+	if len(rows) != 1 || rows[0].size != 8 {
+		t.Fatalf("want one row:\n%s", out)
+	}
+}
+
+// Bad command lines fail with exit status 2 and a message that names what
+// is accepted; a job of one rank fails too.
+func TestBadArguments(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no benchmark: accepted: latency, bw, bibw"},
+		{[]string{"pingpong"}, `unknown benchmark "pingpong": accepted: latency, bw, bibw`},
+		{[]string{"latency", "bw"}, "give one benchmark"},
+		{[]string{"latency", "--sizes", "x"}, "accepted: a comma-separated list of sizes, or MIN:MAX"},
+		{[]string{"latency", "--sizes", "8m"}, "from 0 to 4m"},
+		{[]string{"latency", "--sizes", "64:8"}, "MIN above MAX"},
+		{[]string{"latency", "--iterations", "0"}, "--iterations \"0\": accepted: a whole number from 1"},
+		{[]string{"latency", "--warmup", "-1"}, "--warmup \"-1\": accepted: a whole number from 0"},
+		{[]string{"bw", "--window", "5000"}, "--window \"5000\": accepted: a whole number from 1 to 1024"},
+		{[]string{"latency", "--size", "8"}, `unknown option "--size": accepted: --sizes`},
+		{[]string{"latency", "--sizes"}, "option --sizes needs a value"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(c.args, &stdout, &stderr); code != 2 {
+				t.Errorf("exit status %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), c.want) {
+				t.Errorf("message %q does not contain %q", stderr.String(), c.want)
+			}
+		})
+	}
+	// A singleton has no peer.
+	cmd := exec.Command(bin.bench, "latency", "--sizes", "8")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "needs at least 2 ranks") {
+		t.Errorf("a singleton: %v\n%s", err, out)
+	}
+	// Under mpirun, every rank rejects the line; one message, and mpirun
+	// fails.
+	cmd = exec.Command(bin.mpirun, "--timeout", "30", "-np", "2", bin.bench, "latency", "--sizes", "x")
+	done := make(chan struct{})
+	var combined []byte
+	go func() { combined, err = cmd.CombinedOutput(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		cmd.Process.Kill()
+		t.Fatal("mpirun did not end")
+	}
+	if err == nil || strings.Count(string(combined), "accepted: a comma-separated list") != 1 {
+		t.Errorf("under mpirun: %v\n%s", err, combined)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want []int
+	}{
+		{"0:8", []int{0, 1, 2, 4, 8}},
+		{"3:20", []int{4, 8, 16}},
+		{"1k:4k", []int{1024, 2048, 4096}},
+		{"8, 64,1m", []int{8, 64, 1 << 20}},
+		{"4m", []int{4 << 20}},
+	} {
+		got, err := parseSizes(c.in)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("%q: %v %v, want %v", c.in, got, err, c.want)
+		}
+	}
+	if got, _ := parseSizes("0:4m"); len(got) != 24 {
+		t.Errorf("0:4m: %d sizes, want 24", len(got))
+	}
+}
+
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "PMI_") && !strings.HasPrefix(k, "OMPI_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
