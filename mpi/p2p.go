@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/llp"
@@ -95,18 +97,24 @@ func (s *p2pState) barrier(rt *rte.Runtime) error {
 	done := make(chan error, 1)
 	go func() { done <- rt.Barrier() }()
 	eng := s.pml.Engine()
-	pass := 0
-	for {
+	for idle := 0; ; {
 		select {
 		case err := <-done:
 			return err
 		default:
 		}
 		if eng.Progress() > 0 {
-			pass = 0
+			idle = 0
 			continue
 		}
-		eng.Idle(&pass)
+		// The barrier's answer comes through the network poller, which the
+		// Go scheduler consults only when nothing is runnable (or every
+		// 10 ms): park briefly when idle instead of spinning.
+		if idle++; idle%16 == 0 {
+			time.Sleep(time.Microsecond)
+		} else {
+			runtime.Gosched()
+		}
 	}
 }
 
