@@ -391,11 +391,15 @@ func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 // the error callback. It does nothing for a rank already lost or finalized,
 // or once this module is shutting down.
 func (m *module) peerLost(rank int, err error) {
-	if m.markLost(rank, err) {
-		if e := m.endpoint(rank); e != nil {
-			e.fail(err)
-		}
+	if m.closing.Load() || m.isGone(rank) {
+		return
 	}
+	// The endpoint fails before the report is queued: whoever hears of the
+	// loss from Progress must find Send failing already.
+	if e := m.endpoint(rank); e != nil {
+		e.fail(err)
+	}
+	m.markLost(rank, err)
 }
 
 // markLost records rank as lost and queues the report; it reports whether
