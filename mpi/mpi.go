@@ -152,6 +152,12 @@ func (i *Instance) setup() error {
 	if err := i.p2p.setup(i); err != nil {
 		return undo(err)
 	}
+	// No rank leaves Init before every rank has set up its transports (as
+	// Open MPI's MPI_Init ends with a barrier): a rank that returns and exits
+	// at once must not pull the ground from under a peer still adding it.
+	if err := i.rt.Barrier(); err != nil {
+		return undo(err)
+	}
 	return nil
 }
 
