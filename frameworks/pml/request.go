@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -183,16 +182,6 @@ const (
 	spinPasses   = 16   // pure spinning before the first yield, when yielding
 	goschedPass  = 1024 // goroutine yields only, then process yields too
 	noYieldEvery = 256  // without yielding, still let the Go scheduler in now and then
-	// parkEvery: a long wait parks briefly this often. A goroutine that only
-	// spins and yields keeps the Go scheduler from polling the network
-	// (it does so when nothing is runnable, or every 10 ms), and the PMI
-	// connection and TCP accepts and dials are served through it.
-	parkEvery = 128
-	// Without yielding (a core per rank), parking is rarer: only waits
-	// that have been idle for a long time (parkAfter passes) park, every
-	// parkEveryNoYield passes.
-	parkAfter        = 4096
-	parkEveryNoYield = 1024
 	lostEvery        = 64 // how often a wait checks that the job is still there
 )
 
@@ -277,9 +266,7 @@ func (e *Engine) Idle(pass *int) {
 	*pass++
 	n := *pass
 	if !e.yield {
-		if n >= parkAfter && n%parkEveryNoYield == 0 {
-			time.Sleep(time.Microsecond)
-		} else if n%noYieldEvery == 0 {
+		if n%noYieldEvery == 0 {
 			runtime.Gosched()
 		}
 		return
@@ -289,10 +276,6 @@ func (e *Engine) Idle(pass *int) {
 	}
 	runtime.Gosched()
 	if n >= goschedPass {
-		if n%parkEvery == 0 {
-			time.Sleep(time.Microsecond) // tens of µs: the scheduler polls the network
-			return
-		}
 		// Gosched does not let another process run: sched_yield does.
 		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
