@@ -396,3 +396,36 @@ func TestShowParamsOnlyOnReporter(t *testing.T) {
 		}
 	}
 }
+
+// TestPMLSilentUnderBTLVerbose is the issue's own case: with only
+// btl_base_verbose set, the btl framework talks and pml stays silent.
+func TestPMLSilentUnderBTLVerbose(t *testing.T) {
+	c := NewCatalog()
+	c.RegisterFramework(&Framework{Name: "btl", Description: "test btl", API: Version{1, 0, 0}, Selection: MultiSelect})
+	c.RegisterFramework(&Framework{Name: "pml", Description: "test pml", API: Version{1, 0, 0}, Selection: SingleSelect})
+	c.Register(&fake{fw: "btl", name: "aaa"}, Builtin)
+	c.Register(&fake{fw: "pml", name: "bbb"}, Builtin)
+	for _, level := range []string{"0", "10", "100"} {
+		var out bytes.Buffer
+		b, err := NewBase(Options{Catalog: c, Output: &out, Rank: 0, Reporter: true, Sources: params.Sources{
+			Env: []string{"OMPI_MCA_mca_base_param_files=none", "OMPI_MCA_btl_base_verbose=" + level}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fw := range []*Framework{c.Framework("btl"), c.Framework("pml")} {
+			if _, err := Select(b, fw, func(cm Component) (int, string, error) { return cm.(*fake).query(b) }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := out.String()
+		if strings.Contains(s, "pml") {
+			t.Errorf("btl_base_verbose=%s: pml logged:\n%s", level, s)
+		}
+		if got, want := strings.Contains(s, "btl: selected component"), level != "0"; got != want {
+			t.Errorf("btl_base_verbose=%s: btl decisions shown %v, want %v:\n%s", level, got, want, s)
+		}
+		if got, want := strings.Contains(s, "btl.aaa: query at 100"), level == "100"; got != want {
+			t.Errorf("btl_base_verbose=%s: level-100 line shown %v, want %v", level, got, want)
+		}
+	}
+}

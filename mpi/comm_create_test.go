@@ -69,6 +69,9 @@ func TestCommCreate(t *testing.T) {
 				if cmp, _ := mg.Compare(map[bool]*mpi.Group{true: evens, false: odds}[me%2 == 0]); cmp != mpi.Ident {
 					return fmt.Errorf("rank %d: the new comm's group compares %v to the group it was made from", me, cmp)
 				}
+				if cmp, _ := mg.Compare(wg); cmp != mpi.Unequal {
+					return fmt.Errorf("rank %d: half's group compares %v to the world's", me, cmp)
+				}
 				if err := mine.Free(); err != nil {
 					return err
 				}
@@ -78,16 +81,22 @@ func TestCommCreate(t *testing.T) {
 				if err := world.Free(); !errors.Is(err, mpi.ErrComm) {
 					return fmt.Errorf("rank %d: freeing the world: %v, want ErrComm", me, err)
 				}
-				// Many creations: ids are freed and reused.
+				// Many creations: ids are freed and reused. A communicator
+				// of the whole world group (a dup) compares IDENT to the
+				// world's group; one of half of it UNEQUAL.
 				for i := 0; i < 100; i++ {
 					c, err := world.Create(wg)
 					if err != nil {
 						return err
 					}
+					if cmp, _ := c.Group().Compare(wg); cmp != mpi.Ident {
+						return fmt.Errorf("rank %d: dup's group compares %v to the world's", me, cmp)
+					}
 					if err := c.Free(); err != nil {
 						return err
 					}
 				}
+
 				return nil
 			}, mpitest.WithMCA("mpi_use_sparse_groups", sparse), mpitest.WithMCA("btl", "self,shm"))
 		})
