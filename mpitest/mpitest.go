@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/gompi/gompi/components/btl/shm"
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
@@ -115,7 +115,7 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 		}
 	}
 	jobID := hex.EncodeToString(idb[:])
-	defer shm.RemoveJobFiles(jobID)
+	defer shmem.RemoveJobFiles(jobID)
 	srv = pmi.NewServer(pmi.ServerConfig{
 		KVSName: rte.KVSPrefix + jobID, Size: n,
 		Preput: map[string]string{rte.CookieKey: hex.EncodeToString(cookie[:]), rte.ProcessMappingKey: rte.FormatMapping(nodeOf)},

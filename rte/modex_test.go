@@ -623,33 +623,17 @@ func TestModexNoMapping(t *testing.T) {
 // hydraTruncate sits between a rank and the server: it cuts the value of
 // every put to keep bytes, as Hydra's KVS does.
 func hydraTruncate(server net.Conn, keep int) net.Conn {
-	toServer, mine := net.Pipe()
-	go func() { // server -> rank, verbatim
-		io.Copy(server, toServer)
-		server.Close()
-	}()
-	go func() {
-		defer toServer.Close()
-		r := bufio.NewReader(server)
-		for {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				return
-			}
-			if c, err := pmi.ParseLine(strings.TrimSuffix(line, "\n")); err == nil && c.Name == "put" {
-				for i, a := range c.Args {
-					if a.Key == "value" && len(a.Value) > keep {
-						c.Args[i].Value = a.Value[:keep]
-					}
+	return relayLines(server, func(line string) string {
+		if c, err := pmi.ParseLine(strings.TrimSuffix(line, "\n")); err == nil && c.Name == "put" {
+			for i, a := range c.Args {
+				if a.Key == "value" && len(a.Value) > keep {
+					c.Args[i].Value = a.Value[:keep]
 				}
-				line = string(c.Encode())
 			}
-			if _, err := io.WriteString(toServer, line); err != nil {
-				return
-			}
+			line = string(c.Encode())
 		}
-	}()
-	return mine
+		return line
+	})
 }
 
 // TestModexHydraValueLimit runs the modex against a server that stores
@@ -720,9 +704,13 @@ func TestModexSmallValueLimit(t *testing.T) {
 	}
 }
 
-// startRank runs rte.Start for one rank of srv's job in the background.
-func startRank(srv *pmi.Server, rank, size int) (<-chan *rte.Runtime, <-chan error) {
+// startRank runs rte.Start for one rank of srv's job in the background;
+// with before, the rank's lines pass through watchLines.
+func startRank(srv *pmi.Server, rank, size int, before func(line string)) (<-chan *rte.Runtime, <-chan error) {
 	client, server := net.Pipe()
+	if before != nil {
+		server = watchLines(server, before)
+	}
 	go srv.Serve(rank, server)
 	rts, errs := make(chan *rte.Runtime, 1), make(chan error, 1)
 	go func() {
@@ -762,7 +750,7 @@ func TestStartCookieRace(t *testing.T) {
 	srv := pmi.NewServer(pmi.ServerConfig{KVSName: uniqueKVS(), Size: 2,
 		Preput: map[string]string{rte.ProcessMappingKey: "(vector,(0,1,2))"}}) // no cookie, as under Hydra
 	defer srv.Shutdown()
-	rts0, errs0 := startRank(srv, 0, 2)
+	rts0, errs0 := startRank(srv, 0, 2, nil)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		if _, ok := srv.Value(rte.CookieKey); ok {
@@ -773,7 +761,7 @@ func TestStartCookieRace(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	rts1, errs1 := startRank(srv, 1, 2) // starts after rank 0's put
+	rts1, errs1 := startRank(srv, 1, 2, nil) // starts after rank 0's put
 	rt1 := waitStart(t, 1, rts1, errs1)
 	rt0 := waitStart(t, 0, rts0, errs0) // fails here: rank 0 is still in its cookie barrier
 	if rt0.Job().Cookie != rt1.Job().Cookie {
@@ -811,7 +799,6 @@ func TestStartCookieMadeByRank0(t *testing.T) {
 	var rts []<-chan *rte.Runtime
 	var errs []<-chan error
 	for r := 0; r < size; r++ {
-		client, server := net.Pipe()
 		var before func(line string)
 		if r == 0 {
 			before = func(line string) {
@@ -827,20 +814,8 @@ func TestStartCookieMadeByRank0(t *testing.T) {
 				}
 			}
 		}
-		go srv.Serve(r, watchLines(server, before))
-		rc, ec := make(chan *rte.Runtime, 1), make(chan error, 1)
+		rc, ec := startRank(srv, r, size, before)
 		rts, errs = append(rts, rc), append(errs, ec)
-		go func(rank int) {
-			rt, err := rte.Start(rte.Options{
-				Env: []string{fmt.Sprintf("PMI_RANK=%d", rank), fmt.Sprintf("PMI_SIZE=%d", size), "PMI_HOSTNAME=testhost"},
-				PMI: client,
-			})
-			if err != nil {
-				ec <- err
-				return
-			}
-			rc <- rt
-		}(r)
 	}
 	var cookie [rte.CookieLen]byte
 	for r := 0; r < size; r++ {
@@ -868,8 +843,17 @@ func TestStartCookieMadeByRank0(t *testing.T) {
 // watchLines passes a rank's lines to the server, calling before with each
 // line before it is passed on.
 func watchLines(server net.Conn, before func(line string)) net.Conn {
+	return relayLines(server, func(line string) string {
+		before(line)
+		return line
+	})
+}
+
+// relayLines sits between a rank and the server: it passes the server's
+// lines to the rank verbatim, and the rank's to the server through edit.
+func relayLines(server net.Conn, edit func(line string) string) net.Conn {
 	toServer, mine := net.Pipe()
-	go func() {
+	go func() { // server -> rank, verbatim
 		io.Copy(server, toServer)
 		server.Close()
 	}()
@@ -881,8 +865,7 @@ func watchLines(server net.Conn, before func(line string)) net.Conn {
 			if err != nil {
 				return
 			}
-			before(line)
-			if _, err := io.WriteString(toServer, line); err != nil {
+			if _, err := io.WriteString(toServer, edit(line)); err != nil {
 				return
 			}
 		}

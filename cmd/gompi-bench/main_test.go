@@ -4,35 +4,20 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testutil"
 )
 
 // The tests run gompi-bench under the real mpirun: TestMain builds both.
 var bin struct{ mpirun, bench string }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "gompi-bench-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin.mpirun = filepath.Join(dir, "mpirun")
-	bin.bench = filepath.Join(dir, "gompi-bench")
-	for out, pkg := range map[string]string{bin.mpirun: "../mpirun", bin.bench: "."} {
-		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, msg)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.Main(m, "gompi-bench-test-", map[*string]string{&bin.mpirun: "../mpirun", &bin.bench: "."})
 }
 
 // row is one line of the table.
@@ -68,13 +53,7 @@ func parseTable(t *testing.T, out string) (rows []row, comments []string) {
 
 func mpirun(t *testing.T, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin.mpirun, append([]string{"--timeout", "120"}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("mpirun %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, &stdout, &stderr)
-	}
-	return stdout.String()
+	return testutil.RunMpirun(t, bin.mpirun, 120*time.Second, args...)
 }
 
 // Each benchmark prints the OSU-style table for the sizes asked, with a
@@ -170,7 +149,7 @@ func TestBadArguments(t *testing.T) {
 	}
 	// A singleton has no peer.
 	cmd := exec.Command(bin.bench, "latency", "--sizes", "8")
-	cmd.Env = cleanEnv()
+	cmd.Env = testutil.CleanEnv()
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "needs at least 2 ranks") {
 		t.Errorf("a singleton: %v\n%s", err, out)
@@ -211,14 +190,4 @@ func TestSizes(t *testing.T) {
 	if got, _ := parseSizes("0:4m"); len(got) != 24 {
 		t.Errorf("0:4m: %d sizes, want 24", len(got))
 	}
-}
-
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "PMI_") && !strings.HasPrefix(k, "OMPI_") {
-			out = append(out, kv)
-		}
-	}
-	return out
 }

@@ -2,7 +2,7 @@ package main
 
 import (
 	"errors"
-	"path/filepath"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -10,8 +10,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/mpi"
-	"github.com/gompi/gompi/mpierr"
 )
 
 // The placement probe of mpi-anchors/placement.h: PROBE_W warm-up then
@@ -33,10 +33,14 @@ const (
 // the job dies, mode 0600, and removed as soon as both ranks have mapped it.
 type prober struct {
 	rank       int
-	mem        []byte
+	seg        *shmem.Segment
 	ping, pong *atomic.Uint64
 	seq        uint64
 }
+
+// probeShm makes and removes the probe's file; its errors start with
+// gompi-bench.
+var probeShm = shmem.Owner{Name: "gompi-bench"}
 
 // newProber sets the page up; ranks other than 0 and 1 get a nil prober,
 // whose measurements are -1.
@@ -45,12 +49,12 @@ func newProber(c *mpi.Comm, jobID string) (*prober, error) {
 	if me > 1 {
 		return nil, nil
 	}
-	name := filepath.Join("/dev/shm", "gompi-"+jobID+"-bench-probe")
+	name := shmem.Path(jobID, "bench-probe")
 	var token [1]byte
 	p := &prober{rank: me}
 	var err error
 	if me == 0 {
-		if p.mem, err = mapFile(name, true); err != nil {
+		if p.seg, err = probeShm.Create(name, 4096); err != nil {
 			return nil, err
 		}
 		// Rank 1 maps it, says so; then nobody needs the name.
@@ -58,12 +62,14 @@ func newProber(c *mpi.Comm, jobID string) (*prober, error) {
 		if err == nil {
 			_, err = c.Recv(token[:], 1, tagProbe)
 		}
-		if uerr := unix.Unlink(name); err == nil && uerr != nil {
-			err = mpierr.Errorf(mpierr.ErrIntern, "gompi-bench: removing %s: %w", name, uerr)
+		if uerr := probeShm.Unlink(name); err == nil {
+			err = uerr
 		}
 	} else {
 		if _, err = c.Recv(token[:], 0, tagProbe); err == nil {
-			p.mem, err = mapFile(name, false)
+			if p.seg, err = shmem.Open(name, 4096); err != nil {
+				err = fmt.Errorf("gompi-bench: %w", err)
+			}
 			// Answer even when mapping failed, so that rank 0 removes the
 			// file; the error ends the job anyway.
 			if serr := c.Send(token[:], 0, tagProbe); err == nil {
@@ -75,42 +81,15 @@ func newProber(c *mpi.Comm, jobID string) (*prober, error) {
 		p.close()
 		return nil, err
 	}
-	p.ping = (*atomic.Uint64)(unsafe.Pointer(&p.mem[0]))
-	p.pong = (*atomic.Uint64)(unsafe.Pointer(&p.mem[128]))
+	p.ping = (*atomic.Uint64)(unsafe.Pointer(&p.seg.Mem[0]))
+	p.pong = (*atomic.Uint64)(unsafe.Pointer(&p.seg.Mem[128]))
 	p.ns(c) // the first one is slow (fresh page, cold lines): discard it
 	return p, nil
 }
 
-func mapFile(name string, create bool) ([]byte, error) {
-	flags := unix.O_RDWR | unix.O_CLOEXEC | unix.O_NOFOLLOW
-	if create {
-		flags |= unix.O_CREAT | unix.O_EXCL
-	}
-	fd, err := unix.Open(name, flags, 0o600)
-	if err != nil {
-		return nil, mpierr.Errorf(mpierr.ErrIntern, "gompi-bench: opening %s: %w", name, err)
-	}
-	defer unix.Close(fd)
-	if create {
-		if err := unix.Ftruncate(fd, 4096); err != nil {
-			unix.Unlink(name)
-			return nil, mpierr.Errorf(mpierr.ErrNoMem, "gompi-bench: sizing %s: %w", name, err)
-		}
-	}
-	mem, err := unix.Mmap(fd, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		if create {
-			unix.Unlink(name)
-		}
-		return nil, mpierr.Errorf(mpierr.ErrNoMem, "gompi-bench: mapping %s: %w", name, err)
-	}
-	return mem, nil
-}
-
 func (p *prober) close() {
-	if p != nil && p.mem != nil {
-		unix.Munmap(p.mem)
-		p.mem = nil
+	if p != nil {
+		p.seg.Unmap()
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gompi/gompi/components/btl/shm"
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
 	"github.com/gompi/gompi/rte/pmi"
@@ -362,7 +362,7 @@ func (j *job) run() int {
 	// Shared-memory segments are unlinked as soon as every peer has mapped
 	// them; a rank that died before that leaves one behind, so remove what
 	// is left of the job's.
-	shm.RemoveJobFiles(j.jobID)
+	shmem.RemoveJobFiles(j.jobID)
 	if j.o.reportModex {
 		j.reportModex()
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -10,12 +9,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testutil"
 )
 
 // The tests run the real mpirun binary on real processes. TestMain builds
@@ -23,150 +22,23 @@ import (
 var bin struct{ mpirun, rankprog, hello string }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "mpirun-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin.mpirun = filepath.Join(dir, "mpirun")
-	bin.rankprog = filepath.Join(dir, "rankprog")
-	bin.hello = filepath.Join(dir, "hello")
-	for out, pkg := range map[string]string{bin.mpirun: ".", bin.rankprog: "../../internal/testprogs/rankprog", bin.hello: "../../examples/hello"} {
-		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, msg)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.Main(m, "mpirun-test-", map[*string]string{
+		&bin.mpirun: ".", &bin.rankprog: "../../internal/testprogs/rankprog", &bin.hello: "../../examples/hello"})
 }
 
-// runningJob is a running mpirun.
-type runningJob struct {
-	cmd    *exec.Cmd
-	stdout *lockedBuffer
-	stderr *lockedBuffer
-	start  time.Time
-	done   chan struct{}
-	code   int
-	took   time.Duration
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func startJob(t *testing.T, stdin io.Reader, env []string, args ...string) *runningJob {
+func startJob(t *testing.T, stdin io.Reader, env []string, args ...string) *testutil.Proc {
 	t.Helper()
-	j := &runningJob{stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	j.cmd = exec.Command(bin.mpirun, args...)
-	j.cmd.Stdout, j.cmd.Stderr, j.cmd.Stdin = j.stdout, j.stderr, stdin
-	j.cmd.Env = append(os.Environ(), env...)
-	j.start = time.Now()
-	if err := j.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		err := j.cmd.Wait()
-		j.took = time.Since(j.start)
-		j.code = 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			j.code = ee.ExitCode()
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				j.code = 128 + int(ws.Signal())
-			}
-		}
-		close(j.done)
-	}()
-	return j
+	cmd := exec.Command(bin.mpirun, args...)
+	cmd.Stdin = stdin
+	cmd.Env = append(os.Environ(), env...)
+	return testutil.Start(t, cmd)
 }
 
-// wait waits for the job to end, failing the test after limit.
-func (j *runningJob) wait(t *testing.T, limit time.Duration) {
-	t.Helper()
-	select {
-	case <-j.done:
-	case <-time.After(limit):
-		j.cmd.Process.Kill()
-		<-j.done
-		t.Fatalf("mpirun did not end within %v\nstdout:\n%s\nstderr:\n%s", limit, j.stdout, j.stderr)
-	}
-}
-
-// waitOutput waits until stdout holds n lines matching re.
-func (j *runningJob) waitOutput(t *testing.T, re string, n int) {
-	t.Helper()
-	r := regexp.MustCompile(re)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if len(r.FindAllString(j.stdout.String(), -1)) >= n {
-			return
-		}
-		select {
-		case <-j.done:
-			t.Fatalf("mpirun ended (status %d) before %d lines matched %q\nstdout:\n%s\nstderr:\n%s", j.code, n, re, j.stdout, j.stderr)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no %d lines matching %q\nstdout:\n%s\nstderr:\n%s", n, re, j.stdout, j.stderr)
-}
-
-func runJob(t *testing.T, args ...string) *runningJob {
+func runJob(t *testing.T, args ...string) *testutil.Proc {
 	t.Helper()
 	j := startJob(t, nil, nil, args...)
-	j.wait(t, 30*time.Second)
+	j.Wait(t, 30*time.Second)
 	return j
-}
-
-// proc is a line of /proc/<pid>/stat.
-type proc struct {
-	pid, ppid, pgid, sid int
-	state                byte
-}
-
-func processes(t *testing.T) []proc {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []proc
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		s = s[strings.LastIndexByte(s, ')')+2:]
-		f := strings.Fields(s)
-		if len(f) < 4 {
-			continue
-		}
-		p := proc{pid: pid, state: f[0][0]}
-		p.ppid, _ = strconv.Atoi(f[1])
-		p.pgid, _ = strconv.Atoi(f[2])
-		p.sid, _ = strconv.Atoi(f[3])
-		out = append(out, p)
-	}
-	return out
 }
 
 // rankGroups returns the process groups of mpirun's ranks: its children that
@@ -175,9 +47,9 @@ func processes(t *testing.T) []proc {
 func rankGroups(t *testing.T, mpirunPid int) []int {
 	t.Helper()
 	var groups []int
-	for _, p := range processes(t) {
-		if p.ppid == mpirunPid && p.pgid == p.pid && p.sid != p.pid {
-			groups = append(groups, p.pgid)
+	for _, p := range testutil.Processes(t) {
+		if p.Ppid == mpirunPid && p.Pgid == p.Pid && p.Sid != p.Pid {
+			groups = append(groups, p.Pgid)
 		}
 	}
 	sort.Ints(groups)
@@ -191,10 +63,10 @@ func assertGone(t *testing.T, groups []int) {
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		var left []string
-		for _, p := range processes(t) {
+		for _, p := range testutil.Processes(t) {
 			for _, g := range groups {
-				if p.pgid == g && p.state != 'Z' {
-					left = append(left, fmt.Sprintf("pid %d (group %d, state %c)", p.pid, g, p.state))
+				if p.Pgid == g && p.State != 'Z' {
+					left = append(left, fmt.Sprintf("pid %d (group %d, state %c)", p.Pid, g, p.State))
 				}
 			}
 		}
@@ -210,23 +82,23 @@ func assertGone(t *testing.T, groups []int) {
 
 func TestHello(t *testing.T) {
 	j := runJob(t, "-np", "4", bin.hello)
-	if j.code != 0 {
-		t.Fatalf("status %d, stderr %s", j.code, j.stderr)
+	if j.Code != 0 {
+		t.Fatalf("status %d, stderr %s", j.Code, j.Stderr)
 	}
 	for r := 0; r < 4; r++ {
-		if !strings.Contains(j.stdout.String(), fmt.Sprintf("hello from rank %d of 4 on ", r)) {
-			t.Errorf("no line for rank %d:\n%s", r, j.stdout)
+		if !strings.Contains(j.Stdout.String(), fmt.Sprintf("hello from rank %d of 4 on ", r)) {
+			t.Errorf("no line for rank %d:\n%s", r, j.Stdout)
 		}
 	}
-	if n := strings.Count(j.stdout.String(), "\n"); n != 4 {
-		t.Errorf("%d lines, want 4:\n%s", n, j.stdout)
+	if n := strings.Count(j.Stdout.String(), "\n"); n != 4 {
+		t.Errorf("%d lines, want 4:\n%s", n, j.Stdout)
 	}
 }
 
 func TestGoSourceDirectory(t *testing.T) {
 	j := runJob(t, "-np", "2", "../../examples/hello")
-	if j.code != 0 || strings.Count(j.stdout.String(), "hello from rank") != 2 {
-		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", j.code, j.stdout, j.stderr)
+	if j.Code != 0 || strings.Count(j.Stdout.String(), "hello from rank") != 2 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", j.Code, j.Stdout, j.Stderr)
 	}
 }
 
@@ -275,9 +147,9 @@ func TestFailures(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := startJob(t, nil, nil, append([]string{"-np", "2"}, c.args...)...)
 			if c.ready > 0 {
-				j.waitOutput(t, `(?m)^ready \d`, c.ready)
+				j.WaitOutput(t, `(?m)^ready \d`, c.ready, 10*time.Second)
 			}
-			groups := rankGroups(t, j.cmd.Process.Pid)
+			groups := rankGroups(t, j.Cmd.Process.Pid)
 			acted := time.Now()
 			switch c.act {
 			case "kill-rank":
@@ -286,22 +158,22 @@ func TestFailures(t *testing.T) {
 				}
 				syscall.Kill(groups[1], syscall.SIGKILL) // the rank with the higher pid: rank 1
 			case "term-mpirun":
-				j.cmd.Process.Signal(syscall.SIGTERM)
+				j.Cmd.Process.Signal(syscall.SIGTERM)
 			case "kill-mpirun":
-				j.cmd.Process.Kill()
+				j.Cmd.Process.Kill()
 			}
-			j.wait(t, 10*time.Second)
+			j.Wait(t, 10*time.Second)
 			if d := time.Since(acted); d > 3*time.Second {
 				t.Errorf("the job took %v to end", d)
 			}
 			switch {
-			case c.status > 0 && j.code != c.status:
-				t.Errorf("status %d, want %d", j.code, c.status)
-			case c.status < 0 && j.code == 0:
+			case c.status > 0 && j.Code != c.status:
+				t.Errorf("status %d, want %d", j.Code, c.status)
+			case c.status < 0 && j.Code == 0:
 				t.Errorf("status 0, want non-zero")
 			}
-			if c.want != "" && !regexp.MustCompile(c.want).MatchString(j.stderr.String()) {
-				t.Errorf("stderr does not match %q:\n%s", c.want, j.stderr)
+			if c.want != "" && !regexp.MustCompile(c.want).MatchString(j.Stderr.String()) {
+				t.Errorf("stderr does not match %q:\n%s", c.want, j.Stderr)
 			}
 			if len(groups) == 0 && c.ready > 0 {
 				t.Fatalf("no rank groups were seen")
@@ -317,8 +189,8 @@ func TestParametersAndEnvironment(t *testing.T) {
 		"-x", "OMPI_MCA_btl_base_verbose=9", "--mca", "mpi_show_mca_params", "cmdline",
 		bin.rankprog, "env", "GOMPI_TEST_FOO", "OMPI_MCA_btl_base_verbose", "OMPI_MCA_SOURCE_btl_base_verbose",
 		"PMI_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK")
-	if j.code != 0 {
-		t.Fatalf("status %d: %s", j.code, j.stderr)
+	if j.Code != 0 {
+		t.Fatalf("status %d: %s", j.Code, j.Stderr)
 	}
 	for r := 0; r < 2; r++ {
 		for _, want := range []string{
@@ -326,46 +198,46 @@ func TestParametersAndEnvironment(t *testing.T) {
 			fmt.Sprintf("PMI_RANK=%d", r), "PMI_SIZE=2", fmt.Sprintf("OMPI_COMM_WORLD_RANK=%d", r),
 			"OMPI_COMM_WORLD_SIZE=2", fmt.Sprintf("OMPI_COMM_WORLD_LOCAL_RANK=%d", r),
 		} {
-			if line := fmt.Sprintf("[%d] %s\n", r, want); !strings.Contains(j.stdout.String(), line) {
-				t.Errorf("stdout lacks %q:\n%s", line, j.stdout)
+			if line := fmt.Sprintf("[%d] %s\n", r, want); !strings.Contains(j.Stdout.String(), line) {
+				t.Errorf("stdout lacks %q:\n%s", line, j.Stdout)
 			}
 		}
 	}
 	// mpi_show_mca_params: rank 0 alone prints the command-line values.
-	if n := strings.Count(j.stderr.String(), "btl_base_verbose=5 (command line)"); n != 1 {
-		t.Errorf("mpi_show_mca_params printed the --mca value %d times:\n%s", n, j.stderr)
+	if n := strings.Count(j.Stderr.String(), "btl_base_verbose=5 (command line)"); n != 1 {
+		t.Errorf("mpi_show_mca_params printed the --mca value %d times:\n%s", n, j.Stderr)
 	}
 
 	j = runJob(t, "-np", "2", "--mca", "btl_base_verbose", "5", "-x", "OMPI_MCA_pml_base_verbose=7",
 		bin.rankprog, "param", "btl_base_verbose", "pml_base_verbose")
 	for _, want := range []string{"btl_base_verbose=5 (command line)", "pml_base_verbose=7 (environment)"} {
-		if strings.Count(j.stdout.String(), want) != 2 {
-			t.Errorf("stdout lacks %q twice:\n%s\n%s", want, j.stdout, j.stderr)
+		if strings.Count(j.Stdout.String(), want) != 2 {
+			t.Errorf("stdout lacks %q twice:\n%s\n%s", want, j.Stdout, j.Stderr)
 		}
 	}
 }
 
 func TestStdinGoesToRankZero(t *testing.T) {
 	j := startJob(t, strings.NewReader("line one\nline two\n"), nil, "-np", "2", "--tag-output", bin.rankprog, "stdin")
-	j.wait(t, 30*time.Second)
-	if j.code != 0 || j.stdout.String() != "[0] line one\n[0] line two\n" {
-		t.Fatalf("status %d, stdout %q, stderr %s", j.code, j.stdout, j.stderr)
+	j.Wait(t, 30*time.Second)
+	if j.Code != 0 || j.Stdout.String() != "[0] line one\n[0] line two\n" {
+		t.Fatalf("status %d, stdout %q, stderr %s", j.Code, j.Stdout, j.Stderr)
 	}
 }
 
 func TestModexAmongProcesses(t *testing.T) {
 	j := runJob(t, "-np", "4", "--report-modex", bin.rankprog, "modex")
-	if j.code != 0 {
-		t.Fatalf("status %d: %s", j.code, j.stderr)
+	if j.Code != 0 {
+		t.Fatalf("status %d: %s", j.Code, j.Stderr)
 	}
-	if n := strings.Count(j.stdout.String(), "modex ok on rank"); n != 4 {
-		t.Errorf("%d ranks ok:\n%s\n%s", n, j.stdout, j.stderr)
+	if n := strings.Count(j.Stdout.String(), "modex ok on rank"); n != 4 {
+		t.Errorf("%d ranks ok:\n%s\n%s", n, j.Stdout, j.Stderr)
 	}
-	if !strings.Contains(j.stdout.String(), `node data "node data from 0"`) {
-		t.Errorf("node data is not the leader's:\n%s", j.stdout)
+	if !strings.Contains(j.Stdout.String(), `node data "node data from 0"`) {
+		t.Errorf("node data is not the leader's:\n%s", j.Stdout)
 	}
-	if !regexp.MustCompile(`modex fence 1: 4 processes, 5 values of 2 keys, \d+ value bytes; \d+ bytes in 1 puts`).MatchString(j.stderr.String()) {
-		t.Errorf("no modex report:\n%s", j.stderr)
+	if !regexp.MustCompile(`modex fence 1: 4 processes, 5 values of 2 keys, \d+ value bytes; \d+ bytes in 1 puts`).MatchString(j.Stderr.String()) {
+		t.Errorf("no modex report:\n%s", j.Stderr)
 	}
 }
 
@@ -423,13 +295,13 @@ func TestBadInput(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			j := startJob(t, nil, nil, c.args...)
-			j.wait(t, 10*time.Second)
-			groups := rankGroups(t, j.cmd.Process.Pid)
-			if j.code != c.code {
-				t.Errorf("status %d, want %d", j.code, c.code)
+			j.Wait(t, 10*time.Second)
+			groups := rankGroups(t, j.Cmd.Process.Pid)
+			if j.Code != c.code {
+				t.Errorf("status %d, want %d", j.Code, c.code)
 			}
-			if !regexp.MustCompile(c.want).MatchString(j.stderr.String()) {
-				t.Errorf("stderr does not match %q:\n%s", c.want, j.stderr)
+			if !regexp.MustCompile(c.want).MatchString(j.Stderr.String()) {
+				t.Errorf("stderr does not match %q:\n%s", c.want, j.Stderr)
 			}
 			assertGone(t, groups)
 		})
@@ -438,12 +310,12 @@ func TestBadInput(t *testing.T) {
 
 func TestHelpAndVersion(t *testing.T) {
 	j := runJob(t, "--help")
-	if j.code != 0 || !strings.Contains(j.stdout.String(), "--tag-output") {
-		t.Errorf("help: %d %s", j.code, j.stdout)
+	if j.Code != 0 || !strings.Contains(j.Stdout.String(), "--tag-output") {
+		t.Errorf("help: %d %s", j.Code, j.Stdout)
 	}
 	j = runJob(t, "--version")
-	if j.code != 0 || !strings.HasPrefix(j.stdout.String(), "mpirun (gompi) ") {
-		t.Errorf("version: %d %s", j.code, j.stdout)
+	if j.Code != 0 || !strings.HasPrefix(j.Stdout.String(), "mpirun (gompi) ") {
+		t.Errorf("version: %d %s", j.Code, j.Stdout)
 	}
 }
 
@@ -466,12 +338,12 @@ func TestBinding(t *testing.T) {
 		t.Skip("one core: nothing to bind apart")
 	}
 	j := runJob(t, "-np", "2", "sh", "-c", "grep Cpus_allowed_list /proc/self/status")
-	sets := allowed(j.stdout.String())
+	sets := allowed(j.Stdout.String())
 	if len(sets) != 2 || sets[0] == sets[1] || strings.ContainsAny(sets[0]+sets[1], ",-") {
 		t.Errorf("ranks are not bound to distinct single cores: %v", sets)
 	}
 	j = runJob(t, "-np", "2", "--bind-to", "none", "sh", "-c", "grep Cpus_allowed_list /proc/self/status")
-	if sets := allowed(j.stdout.String()); len(sets) != 2 || sets[0] != sets[1] {
+	if sets := allowed(j.Stdout.String()); len(sets) != 2 || sets[0] != sets[1] {
 		t.Errorf("--bind-to none: %v", sets)
 	}
 }

@@ -182,7 +182,7 @@ const (
 	spinPasses   = 16   // pure spinning before the first yield, when yielding
 	goschedPass  = 1024 // goroutine yields only, then process yields too
 	noYieldEvery = 256  // without yielding, still let the Go scheduler in now and then
-	lostEvery        = 64 // how often a wait checks that the job is still there
+	lostEvery    = 64   // how often a wait checks that the job is still there
 )
 
 // NewEngine makes an instance's engine around progress, reading

@@ -488,11 +488,7 @@ func checkPostOrder(c *mpi.Comm, o Options) error {
 		return err
 	}
 	for i, r := range reqs {
-		st, err := r.Wait()
-		if err != nil {
-			return err
-		}
-		h, err := parse(bufs[i][:st.Count])
+		h, err := waitMsg(r, bufs[i])
 		if err != nil {
 			return err
 		}
@@ -710,11 +706,7 @@ func checkEagerLimit(c *mpi.Comm, o Options) error {
 		return fmt.Errorf("a %d-byte message (the eager limit + 1) did not go by rendezvous: %+v then %+v", limit+1, mid, after)
 	}
 	for i, r := range rreqs {
-		st, err := r.Wait()
-		if err != nil {
-			return err
-		}
-		h, err := parse(bufs[i][:st.Count])
+		h, err := waitMsg(r, bufs[i])
 		if err != nil {
 			return err
 		}
@@ -1037,6 +1029,15 @@ func checkTyped(c *mpi.Comm, o Options) error {
 }
 
 // wait waits for a request that was started without error.
+// waitMsg waits for a receive posted into buf and parses the message.
+func waitMsg(r *mpi.Request, buf []byte) (header, error) {
+	st, err := r.Wait()
+	if err != nil {
+		return header{}, err
+	}
+	return parse(buf[:st.Count])
+}
+
 func wait(r *mpi.Request, err error) error {
 	if err != nil {
 		return err

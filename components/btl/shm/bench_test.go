@@ -153,10 +153,10 @@ func benchProcess(b *testing.B, unit string, scale float64, re string, args ...s
 	var sum float64
 	for i := 0; i < b.N; i++ {
 		p := mpirun(b, append([]string{"-np", "2", "--mca", "btl", "self,shm", bins.shmprog}, args...)...)
-		p.wait(b, time.Minute)
-		m := regexp.MustCompile(re).FindStringSubmatch(p.out.String())
-		if p.err != nil || m == nil {
-			b.Fatalf("%v\n%s\n%s", p.err, p.out, p.errOut)
+		p.Wait(b, time.Minute)
+		m := regexp.MustCompile(re).FindStringSubmatch(p.Stdout.String())
+		if p.Err != nil || m == nil {
+			b.Fatalf("%v\n%s\n%s", p.Err, p.Stdout, p.Stderr)
 		}
 		v, _ := strconv.ParseFloat(m[1], 64)
 		sum += v * scale

@@ -4,12 +4,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -40,7 +40,7 @@ type module struct {
 	nodeOf     []int
 	localRanks []int // the node's ranks, in order; a rank's index is its slot
 	localIdx   int
-	ctl        *ctlSeg     // our own
+	ctl        *shmem.Ctl  // our own
 	eps        []*endpoint // by local index; nil for ourselves and non-shm peers
 
 	closed atomic.Bool
@@ -71,7 +71,7 @@ type lostNote struct {
 type inbox struct {
 	src     int
 	ep      *endpoint
-	seg     *segment
+	box     *shmem.Box
 	c       *consumer
 	deliver func(tag uint8, frag []byte)
 	failed  bool
@@ -84,15 +84,14 @@ type endpoint struct {
 	local   int
 	pid     int
 	pidfd   int // -1 when the peer is this process or pidfd_open is unavailable
-	peerCtl *ctlSeg
+	peerCtl *shmem.Ctl
 	flags   atomic.Uint32
 	lost    atomic.Pointer[error]
 
-	mu       sync.Mutex // the producer side
-	out      *producer
-	outSeg   *segment
-	outAttch *atomic.Uint64
-	refused  int // consecutive sends refused for lack of room
+	mu      sync.Mutex // the producer side
+	out     *producer
+	outBox  *shmem.Box
+	refused int // consecutive sends refused for lack of room
 }
 
 func (e *endpoint) Rank() int        { return e.rank }
@@ -107,46 +106,20 @@ func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError
 // card, probes single copy towards it, and watches its pid. The last peer
 // to map a control segment removes its file.
 func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
-	type peer struct {
-		rank, local, pid, ctlBytes int
-	}
-	var peers []peer
-	holders := 1 // we published a card
-	for i, r := range m.localRanks {
-		if r == m.rank {
-			continue
-		}
-		card, err := m.modex.GetProc(r, cardKey)
-		if errors.Is(err, rte.ErrNotFound) {
-			m.log.Log(mca.VerboseComponent, "local peer does not use shm: not reaching it", "peer", r)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("btl shm: business card of rank %d: %w", r, err)
-		}
-		pid, ctlBytes, err := parseCard(card)
-		if err != nil {
-			return nil, mpierr.Errorf(mpierr.ErrIntern, "btl shm: rank %d: %w", r, err)
-		}
-		holders++
-		peers = append(peers, peer{r, i, pid, ctlBytes})
-	}
-	if holders == 1 {
-		// Nobody will map our control segment.
-		if err := unlinkFile(m.ctl.name); err != nil {
-			return nil, err
-		}
+	cards, err := owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
+	if err != nil {
+		return nil, err
 	}
 	// Goroutine ranks share a pid: probe single copy once per process.
 	probed := map[int]error{}
-	for _, p := range peers {
-		ep, err := m.attachPeer(p.rank, p.local, p.pid, p.ctlBytes, holders-1, probed)
+	for _, c := range cards {
+		ep, err := m.attachPeer(c.Rank, c.Local, c.Pid, c.CtlBytes, len(cards), probed)
 		if err != nil {
 			return nil, err
 		}
-		m.eps[p.local] = ep
+		m.eps[c.Local] = ep
 	}
-	byRank := make(map[int]*endpoint, len(peers))
+	byRank := make(map[int]*endpoint, len(cards))
 	for _, ep := range m.eps {
 		if ep != nil {
 			byRank[ep.rank] = ep
@@ -171,32 +144,14 @@ func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 }
 
 func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int, probed map[int]error) (*endpoint, error) {
-	seg, err := openSegment(ctlName(m.job, rank), ctlBytes, ctlBytes)
+	ctl, err := owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
 	if err != nil {
-		return nil, fmt.Errorf("btl shm: control segment of rank %d: %w", rank, err)
-	}
-	ep := &endpoint{m: m, rank: rank, local: local, pid: pid, pidfd: -1}
-	fail := func(err error) (*endpoint, error) {
-		seg.unmap()
 		return nil, err
 	}
-	h, err := parseCtlHeader(seg.mem)
-	if err == nil && (h.rank != rank || h.pid != pid || h.localSize != len(m.localRanks)) {
-		err = fmt.Errorf("control segment of rank %d (pid %d, %d local ranks) names rank %d (pid %d, %d local ranks)",
-			rank, pid, len(m.localRanks), h.rank, h.pid, h.localSize)
-	}
-	if err != nil {
-		return fail(mpierr.Errorf(mpierr.ErrIntern, "btl shm: %s: %w", seg.name, err))
-	}
-	ep.peerCtl = &ctlSeg{segment: seg}
-	if err := ep.peerCtl.bind(h.localSize); err != nil {
-		return fail(err)
-	}
-	if n := ep.peerCtl.attached.Add(1); n == uint64(attachers) {
-		if err := unlinkFile(seg.name); err != nil {
-			return fail(err)
-		}
-		m.log.Log(mca.VerboseInfo, "every local peer has mapped the control segment: removed its file", "owner", rank)
+	ep := &endpoint{m: m, rank: rank, local: local, pid: pid, pidfd: -1, peerCtl: ctl}
+	fail := func(err error) (*endpoint, error) {
+		ctl.Unmap()
+		return nil, err
 	}
 	if pid != m.pid {
 		fd, err := unix.PidfdOpen(pid, 0)
@@ -214,7 +169,8 @@ func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int, probed ma
 	if m.cfg.cma {
 		err, done := probed[pid]
 		if !done {
-			err = probeCMA(pid, h.probe, h.nonce)
+			addr, nonce := probeOf(ctl.Mem)
+			err = probeCMA(pid, addr, nonce)
 			probed[pid] = err
 		}
 		if err != nil {
@@ -316,29 +272,23 @@ func (e *endpoint) send(tag btl.Tag, hdr, payload []byte) error {
 func (e *endpoint) connect() error {
 	m := e.m
 	size := int(m.cfg.ringSize)
-	seg, err := createSegment(boxName(m.job, m.rank, e.rank), boxHeader+size)
+	box, err := owner.CreateBox(m.job, m.rank, e.rank, boxHeader+size)
 	if err != nil {
 		return err
 	}
-	tail, err1 := word(seg.mem, boxOffTail)
-	attached, err2 := word(seg.mem, boxOffAttach)
+	tail, err := owner.Word(box.Mem, boxOffTail)
 	var prod *producer
-	err = errors.Join(err1, err2)
 	if err == nil {
-		prod, err = newProducer(seg.mem[boxHeader:], tail)
+		prod, err = newProducer(box.Mem[boxHeader:], tail)
 	}
 	if err != nil {
-		seg.unmap()
-		unlinkFile(seg.name)
-		return mpierr.Errorf(mpierr.ErrIntern, "btl shm: %s: %w", seg.name, err)
+		box.Destroy()
+		return mpierr.Errorf(mpierr.ErrIntern, "btl shm: %s: %w", box.Name, err)
 	}
-	writeBoxHeader(seg.mem, boxHeaderInfo{src: m.rank, dst: e.rank, pid: m.pid, size: uint64(size)})
-	e.out, e.outSeg, e.outAttch = prod, seg, attached
-	// The slot store publishes the header written above; the doorbell tells
-	// the peer to look at its slots.
-	e.peerCtl.slots[m.localIdx].Store(uint64(size))
-	e.peerCtl.bell.Add(1)
-	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", e.rank, "file", seg.name, "ring_bytes", size)
+	writeBoxHeader(box.Mem, boxHeaderInfo{src: m.rank, dst: e.rank, pid: m.pid, size: uint64(size)})
+	e.out, e.outBox = prod, box
+	e.peerCtl.Announce(m.localIdx, uint64(size))
+	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", e.rank, "file", box.Name, "ring_bytes", size)
 	return nil
 }
 
@@ -350,7 +300,7 @@ func (m *module) Progress() int {
 	if m.closed.Load() {
 		return 0
 	}
-	if b := m.ctl.bell.Load(); b != m.bell {
+	if b := m.ctl.Bell.Load(); b != m.bell {
 		m.bell = b
 		m.attachBoxes()
 	}
@@ -387,7 +337,7 @@ func (m *module) Progress() int {
 // attachBoxes maps the boxes peers announced since the last look and
 // removes their files: both sides have them mapped now.
 func (m *module) attachBoxes() {
-	for i, slot := range m.ctl.slots {
+	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx || m.in[i] != nil {
 			continue
 		}
@@ -396,17 +346,16 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		ep := m.eps[i]
-		name := boxName(m.job, m.localRanks[i], m.rank)
-		in, err := m.openBox(ep, m.localRanks[i], name, size)
+		in, err := m.openBox(ep, m.localRanks[i], size)
 		if err != nil {
 			// Whatever it is, it is no box of ours: do not look again.
 			m.in[i] = &inbox{src: m.localRanks[i], failed: true}
-			unlinkFile(name)
+			owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank))
 			if ep != nil {
 				// A sender that finalized before we looked removed its box:
 				// that is an orderly departure, not a loss to report.
 				m.markLost(ep, fmt.Errorf("btl shm: attaching the box from rank %d: %w: %w", ep.rank, err, btl.ErrPeerLost),
-					ep.peerCtl.gone.Load() == 0)
+					ep.peerCtl.Gone.Load() == 0)
 			} else {
 				m.log.Log(mca.VerboseComponent, "ignored a box from a rank this module does not reach", "peer", m.localRanks[i], "reason", err.Error())
 			}
@@ -418,42 +367,37 @@ func (m *module) attachBoxes() {
 	}
 }
 
-func (m *module) openBox(ep *endpoint, src int, name string, size uint64) (*inbox, error) {
+func (m *module) openBox(ep *endpoint, src int, size uint64) (*inbox, error) {
 	if ep == nil {
 		return nil, fmt.Errorf("rank %d has no endpoint here", src)
 	}
 	if !validRingSize(size) {
 		return nil, fmt.Errorf("announced ring of %d bytes", size)
 	}
-	seg, err := openSegment(name, boxHeader+int(size), boxHeader+int(size))
+	box, err := owner.OpenBox(m.job, src, m.rank, boxHeader+int(size))
 	if err != nil {
 		return nil, err
 	}
-	h, err := parseBoxHeader(seg.mem)
+	h, err := parseBoxHeader(box.Mem)
 	if err == nil && (h.src != src || h.dst != m.rank || h.size != size || h.pid != ep.pid) {
 		err = fmt.Errorf("%s names rank %d (pid %d) to rank %d with a ring of %d; want rank %d (pid %d) to rank %d with %d",
-			name, h.src, h.pid, h.dst, h.size, src, ep.pid, m.rank, size)
+			box.Name, h.src, h.pid, h.dst, h.size, src, ep.pid, m.rank, size)
 	}
-	var tail, attached *atomic.Uint64
+	var tail *atomic.Uint64
 	var c *consumer
 	if err == nil {
-		var e1, e2 error
-		tail, e1 = word(seg.mem, boxOffTail)
-		attached, e2 = word(seg.mem, boxOffAttach)
-		if err = errors.Join(e1, e2); err == nil {
-			c, err = newConsumer(seg.mem[boxHeader:], tail)
+		if tail, err = owner.Word(box.Mem, boxOffTail); err == nil {
+			c, err = newConsumer(box.Mem[boxHeader:], tail)
 		}
 	}
 	if err != nil {
-		seg.unmap()
+		box.Unmap()
 		return nil, err
 	}
-	attached.Store(1)
-	if err := unlinkFile(name); err != nil {
-		seg.unmap()
+	if err := owner.Adopt(box); err != nil {
 		return nil, err
 	}
-	in := &inbox{src: src, ep: ep, seg: seg, c: c}
+	in := &inbox{src: src, ep: ep, box: box, c: c}
 	in.deliver = func(tag uint8, frag []byte) {
 		if !m.cb.Deliver(src, btl.Tag(tag), frag) && m.log.V(mca.VerboseWarn) {
 			m.log.Log(mca.VerboseWarn, "dropped a fragment: no callback for its tag", "peer", src, "tag", tag, "bytes", len(frag))
@@ -512,7 +456,7 @@ func (m *module) checkPeers() {
 		}
 	}
 	for _, ep := range m.eps {
-		if ep != nil && ep.lost.Load() == nil && ep.peerCtl.gone.Load() != 0 {
+		if ep != nil && ep.lost.Load() == nil && ep.peerCtl.Gone.Load() != 0 {
 			m.markLost(ep, fmt.Errorf("btl shm: rank %d has finalized: %w", ep.rank, btl.ErrPeerLost), false)
 		}
 	}
@@ -533,7 +477,7 @@ func (m *module) checkPeer(ep *endpoint) error {
 	switch {
 	case dead:
 		m.markLost(ep, fmt.Errorf("btl shm: rank %d (pid %d) died: %w", ep.rank, ep.pid, btl.ErrPeerLost), true)
-	case ep.peerCtl.gone.Load() != 0:
+	case ep.peerCtl.Gone.Load() != 0:
 		m.markLost(ep, fmt.Errorf("btl shm: rank %d has finalized: %w", ep.rank, btl.ErrPeerLost), false)
 	}
 	if p := ep.lost.Load(); p != nil {
@@ -604,50 +548,39 @@ func (m *module) Finalize() error {
 	}
 	m.progress.Lock()
 	defer m.progress.Unlock()
-	m.ctl.gone.Store(1)
+	m.ctl.Gone.Store(1)
 	var errs []error
 	for _, ep := range m.eps {
 		if ep == nil {
 			continue
 		}
 		ep.mu.Lock()
-		if ep.outSeg != nil {
-			// A box the peer never mapped: nobody else will remove it.
-			if ep.outAttch.Load() == 0 {
-				errs = append(errs, unlinkFile(ep.outSeg.name))
-			}
-			ep.outSeg.unmap()
+		if ep.outBox != nil {
+			errs = append(errs, owner.Release(ep.outBox))
 			ep.out = nil
 		}
-		ep.peerCtl.unmap()
+		ep.peerCtl.Unmap()
 		if ep.pidfd >= 0 {
 			unix.Close(ep.pidfd)
 			ep.pidfd = -1
 		}
 		ep.mu.Unlock()
 	}
-	for i, slot := range m.ctl.slots {
+	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx {
 			continue
 		}
-		if in := m.in[i]; in != nil && in.seg != nil {
-			in.seg.unmap()
+		if in := m.in[i]; in != nil && in.box != nil {
+			in.box.Unmap()
 		} else if in == nil && slot.Load() != 0 {
-			errs = append(errs, unlinkFile(boxName(m.job, m.localRanks[i], m.rank)))
+			// Announced to us but never mapped: nobody else will remove it.
+			errs = append(errs, owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank)))
 		}
 	}
 	m.active = nil
-	errs = append(errs, unlinkFile(m.ctl.name))
-	m.ctl.unmap()
+	errs = append(errs, owner.Unlink(m.ctl.Name))
+	m.ctl.Unmap()
 	return errors.Join(errs...)
-}
-
-// validJobID keeps the job id, which comes from the launcher, from making a
-// path outside Dir.
-func validJobID(id string) bool {
-	return id != "" && len(id) <= 64 && !strings.ContainsFunc(id, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.')
-	})
 }
 
 var _ btl.RDMA = (*module)(nil)

@@ -20,7 +20,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gompi/gompi/components/btl/shm"
+	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/rte"
 	"github.com/gompi/gompi/rte/pmi"
 )
@@ -45,107 +46,20 @@ func TestMain(m *testing.M) {
 func build(t testing.TB) {
 	t.Helper()
 	bins.once.Do(func() {
-		bins.dir, bins.err = os.MkdirTemp("", "shm-test-")
-		if bins.err != nil {
-			return
-		}
-		bins.mpirun = filepath.Join(bins.dir, "mpirun")
-		bins.btlprog = filepath.Join(bins.dir, "btlprog")
-		bins.shmprog = filepath.Join(bins.dir, "shmprog")
-		for out, pkg := range map[string]string{bins.mpirun: "../../../cmd/mpirun",
-			bins.btlprog: "../../../internal/testprogs/btlprog", bins.shmprog: "../../../internal/testprogs/shmprog"} {
-			if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-				bins.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
-				return
-			}
-		}
+		bins.dir, bins.err = testutil.Build("shm-test-", map[*string]string{&bins.mpirun: "../../../cmd/mpirun",
+			&bins.btlprog: "../../../internal/testprogs/btlprog", &bins.shmprog: "../../../internal/testprogs/shmprog"})
 	})
 	if bins.err != nil {
 		t.Fatal(bins.err)
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// proc is a started process with its output and exit.
-type proc struct {
-	cmd    *exec.Cmd
-	out    *lockedBuffer // stdout
-	errOut *lockedBuffer
-	done   chan struct{}
-	err    error
-}
-
-func start(t testing.TB, cmd *exec.Cmd) *proc {
-	t.Helper()
-	p := &proc{cmd: cmd, out: &lockedBuffer{}, errOut: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.errOut
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-func (p *proc) wait(t testing.TB, limit time.Duration) {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(limit):
-		p.cmd.Process.Kill()
-		<-p.done
-		t.Fatalf("%s did not end within %v\nstdout:\n%s\nstderr:\n%s", p.cmd.Path, limit, p.out, p.errOut)
-	}
-}
-
-// waitOutput waits until stdout matches re n times and returns the matches.
-func (p *proc) waitOutput(t testing.TB, re string, n int) [][]string {
-	t.Helper()
-	r := regexp.MustCompile(re)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if m := r.FindAllStringSubmatch(p.out.String(), -1); len(m) >= n {
-			return m
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("ended (%v) before %d lines matched %q\nstdout:\n%s\nstderr:\n%s", p.err, n, re, p.out, p.errOut)
-		case <-time.After(5 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %d lines matching %q\nstdout:\n%s\nstderr:\n%s", n, re, p.out, p.errOut)
-		}
-	}
-}
-
-func mpirun(t testing.TB, args ...string) *proc {
+func mpirun(t testing.TB, args ...string) *testutil.Proc {
 	t.Helper()
 	build(t)
 	cmd := exec.Command(bins.mpirun, args...)
-	cmd.Env = cleanEnv()
-	return start(t, cmd)
+	cmd.Env = testutil.CleanEnv()
+	return testutil.Start(t, cmd)
 }
 
 // TestProcessSweep: every size up to 16 MiB (64 KiB under -short) between
@@ -160,14 +74,14 @@ func TestProcessSweep(t *testing.T) {
 		t.Run(mech, func(t *testing.T) {
 			p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", "--mca", "btl_shm_single_copy_mechanism", mech,
 				bins.btlprog, "sweep", max)
-			p.wait(t, time.Minute)
-			if p.err != nil {
-				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", p.err, p.out, p.errOut)
+			p.Wait(t, time.Minute)
+			if p.Err != nil {
+				t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", p.Err, p.Stdout, p.Stderr)
 			}
 			m := regexp.MustCompile(`btl ok rank (\d) via shm: \{Whole:\d+ Fragmented:(\d+) RDMA:(\d+) RDMARefused:(\d+)\}`).
-				FindAllStringSubmatch(p.out.String(), -1)
+				FindAllStringSubmatch(p.Stdout.String(), -1)
 			if len(m) != 2 {
-				t.Fatalf("not two ranks ok via shm:\n%s\n%s", p.out, p.errOut)
+				t.Fatalf("not two ranks ok via shm:\n%s\n%s", p.Stdout, p.Stderr)
 			}
 			for _, l := range m {
 				frag, rdma, refused := l[2], l[3], l[4]
@@ -196,9 +110,9 @@ func watch(t testing.TB) *watcher {
 	if err != nil {
 		t.Skipf("inotify: %v", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, shm.Dir, unix.IN_CREATE); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, shmem.Dir, unix.IN_CREATE); err != nil {
 		unix.Close(fd)
-		t.Skipf("inotify on %s: %v", shm.Dir, err)
+		t.Skipf("inotify on %s: %v", shmem.Dir, err)
 	}
 	w := &watcher{fd: fd, stop: make(chan struct{}), done: make(chan struct{}), files: map[string]os.FileMode{}}
 	go w.run()
@@ -236,7 +150,7 @@ func (w *watcher) run() {
 				continue
 			}
 			var mode os.FileMode
-			if st, err := os.Lstat(filepath.Join(shm.Dir, name)); err == nil {
+			if st, err := os.Lstat(filepath.Join(shmem.Dir, name)); err == nil {
 				mode = st.Mode()
 			}
 			w.mu.Lock()
@@ -283,29 +197,19 @@ func (w *watcher) check(t testing.TB, job string) (seen, stated int) {
 func rankPids(t testing.TB, mpirunPid int, prog string) map[int]int {
 	t.Helper()
 	out := map[int]int{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
+	for _, p := range testutil.Processes(t) {
+		if p.Ppid != mpirunPid {
 			continue
 		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
+		dir := fmt.Sprintf("/proc/%d/", p.Pid)
+		if cmdline, _ := os.ReadFile(dir + "cmdline"); !strings.HasPrefix(string(cmdline), prog+"\x00") {
 			continue
 		}
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) < 2 || f[1] != strconv.Itoa(mpirunPid) {
-			continue
-		}
-		if cmdline, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline"); !strings.HasPrefix(string(cmdline), prog+"\x00") {
-			continue
-		}
-		env, _ := os.ReadFile("/proc/" + e.Name() + "/environ")
+		env, _ := os.ReadFile(dir + "environ")
 		for _, kv := range strings.Split(string(env), "\x00") {
 			if v, ok := strings.CutPrefix(kv, "PMI_RANK="); ok {
 				r, _ := strconv.Atoi(v)
-				out[r] = pid
+				out[r] = p.Pid
 			}
 		}
 	}
@@ -315,7 +219,7 @@ func rankPids(t testing.TB, mpirunPid int, prog string) map[int]int {
 // jobOfPid finds the job whose control segment a process made.
 func jobOfPid(t testing.TB, pid int) string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(shm.Dir, "gompi-*-ctl-*"))
+	files, _ := filepath.Glob(filepath.Join(shmem.Dir, "gompi-*-ctl-*"))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil || len(b) < 20 {
@@ -369,11 +273,7 @@ func waitGone(t testing.TB, pids map[int]int) {
 // the tofu LLP, make files of their own).
 func ctlFiles(t testing.TB, job string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(shm.Dir, "gompi-"+job+"-ctl-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return testutil.ShmFiles(t, job, "ctl-*")
 }
 
 // TestKillLeavesNoFiles kills a rank with SIGKILL during set-up, mid-transfer
@@ -412,7 +312,7 @@ func TestKillLeavesNoFiles(t *testing.T) {
 				victim = 0
 				deadline := time.Now().Add(20 * time.Second)
 				for {
-					pids = rankPids(t, p.cmd.Process.Pid, bins.shmprog)
+					pids = rankPids(t, p.Cmd.Process.Pid, bins.shmprog)
 					if job == "" && pids[0] != 0 {
 						job = jobOfPid(t, pids[0])
 					}
@@ -420,14 +320,14 @@ func TestKillLeavesNoFiles(t *testing.T) {
 						break
 					}
 					if time.Now().After(deadline) {
-						t.Fatalf("no control segments: pids %v, job %q\n%s", pids, job, p.errOut)
+						t.Fatalf("no control segments: pids %v, job %q\n%s", pids, job, p.Stderr)
 					}
 					time.Sleep(5 * time.Millisecond)
 				}
 			} else {
-				m := p.waitOutput(t, `(?m)^ready (\d) job (\w+)$`, map[string]int{"transfer": 2, "finalize": 1}[c.mode])
+				m := p.WaitOutput(t, `(?m)^ready (\d) job (\w+)$`, map[string]int{"transfer": 2, "finalize": 1}[c.mode], 20*time.Second)
 				job = m[0][2]
-				pids = rankPids(t, p.cmd.Process.Pid, bins.shmprog)
+				pids = rankPids(t, p.Cmd.Process.Pid, bins.shmprog)
 				// Every peer has mapped everything: nothing is on disk.
 				if files := jobFiles(t, job); len(files) != 0 {
 					t.Errorf("files of the running job: %v", files)
@@ -437,19 +337,19 @@ func TestKillLeavesNoFiles(t *testing.T) {
 				t.Fatalf("rank pids %v", pids)
 			}
 			if c.kill == "mpirun" {
-				p.cmd.Process.Kill()
+				p.Cmd.Process.Kill()
 			} else {
 				syscall.Kill(pids[victim], syscall.SIGKILL)
 			}
-			p.wait(t, 15*time.Second)
+			p.Wait(t, 15*time.Second)
 			waitGone(t, pids)
 			// mpirun names the killed rank, or the survivor that noticed
 			// first and failed (that is the BTL doing its job).
-			if c.kill == "rank" && !strings.Contains(p.errOut.String(), fmt.Sprintf("rank %d (pid %d) exited on signal 9", victim, pids[victim])) &&
-				!strings.Contains(p.errOut.String(), fmt.Sprintf("rank %d (pid %d) died: btl: peer lost", victim, pids[victim])) {
-				t.Errorf("mpirun did not report the kill:\n%s", p.errOut)
+			if c.kill == "rank" && !strings.Contains(p.Stderr.String(), fmt.Sprintf("rank %d (pid %d) exited on signal 9", victim, pids[victim])) &&
+				!strings.Contains(p.Stderr.String(), fmt.Sprintf("rank %d (pid %d) died: btl: peer lost", victim, pids[victim])) {
+				t.Errorf("mpirun did not report the kill:\n%s", p.Stderr)
 			}
-			if p.err == nil {
+			if p.Err == nil {
 				t.Errorf("mpirun exited 0 after a rank was killed")
 			}
 			waitNoFiles(t, job, "after the job")
@@ -475,10 +375,10 @@ func TestFloodMemory(t *testing.T) {
 	old := syscall.Umask(0)
 	p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", bins.shmprog, "flood", strconv.Itoa(1<<30))
 	syscall.Umask(old)
-	p.wait(t, time.Minute)
+	p.Wait(t, time.Minute)
 	// The receiver slept: the sender's box waited to be mapped long enough
 	// for the watcher to see its mode.
-	if m := regexp.MustCompile(`flood job (\w+)`).FindStringSubmatch(p.out.String()); m != nil {
+	if m := regexp.MustCompile(`flood job (\w+)`).FindStringSubmatch(p.Stdout.String()); m != nil {
 		seen, stated := w.check(t, m[1])
 		t.Logf("job %s made %d files, %d seen with their mode", m[1], seen, stated)
 		if stated < 3 {
@@ -487,12 +387,12 @@ func TestFloodMemory(t *testing.T) {
 	} else {
 		t.Errorf("no job id in the output")
 	}
-	if p.err != nil {
-		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", p.err, p.out, p.errOut)
+	if p.Err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", p.Err, p.Stdout, p.Stderr)
 	}
-	m := regexp.MustCompile(`memory rank (\d): rss_before (\d+) rss_after (\d+) hwm (\d+)`).FindAllStringSubmatch(p.out.String(), -1)
-	if len(m) != 2 || !strings.Contains(p.out.String(), "flood receiver: 1073741824 bytes") {
-		t.Fatalf("output:\n%s\n%s", p.out, p.errOut)
+	m := regexp.MustCompile(`memory rank (\d): rss_before (\d+) rss_after (\d+) hwm (\d+)`).FindAllStringSubmatch(p.Stdout.String(), -1)
+	if len(m) != 2 || !strings.Contains(p.Stdout.String(), "flood receiver: 1073741824 bytes") {
+		t.Fatalf("output:\n%s\n%s", p.Stdout, p.Stderr)
 	}
 	for _, l := range m {
 		before, _ := strconv.ParseInt(l[2], 10, 64)
@@ -502,7 +402,7 @@ func TestFloodMemory(t *testing.T) {
 			t.Errorf("rank %s: resident memory %d before, %d after, peak %d: grew by more than 64 MiB", l[1], before, after, hwm)
 		}
 	}
-	t.Logf("%s", p.out)
+	t.Logf("%s", p.Stdout)
 }
 
 // miniJob runs shmprog ranks under an in-test PMI server rather than
@@ -511,7 +411,7 @@ func TestFloodMemory(t *testing.T) {
 type miniJob struct {
 	id    string
 	srv   *pmi.Server
-	ranks []*proc
+	ranks []*testutil.Proc
 }
 
 func startMini(t *testing.T, np int, args ...string) *miniJob {
@@ -528,7 +428,7 @@ func startMini(t *testing.T, np int, args ...string) *miniJob {
 	})
 	t.Cleanup(func() {
 		j.srv.Shutdown()
-		shm.RemoveJobFiles(j.id)
+		shmem.RemoveJobFiles(j.id)
 	})
 	for r := 0; r < np; r++ {
 		fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
@@ -543,10 +443,10 @@ func startMini(t *testing.T, np int, args ...string) *miniJob {
 		}
 		go j.srv.Serve(r, conn)
 		cmd := exec.Command(bins.shmprog, args...)
-		cmd.Env = append(cleanEnv(), "PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", np),
+		cmd.Env = append(testutil.CleanEnv(), "PMI_FD=3", fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", np),
 			"OMPI_MCA_btl=self,shm")
 		cmd.ExtraFiles = []*os.File{theirs}
-		j.ranks = append(j.ranks, start(t, cmd))
+		j.ranks = append(j.ranks, testutil.Start(t, cmd))
 		theirs.Close()
 	}
 	return j
@@ -564,15 +464,15 @@ func TestPeerDeath(t *testing.T) {
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			j := startMini(t, 2, c.mode)
-			j.ranks[1].waitOutput(t, `(?m)^ready 1$`, 1)
-			j.ranks[0].waitOutput(t, "(?m)^"+c.waiting+"$", 1)
+			j.ranks[1].WaitOutput(t, `(?m)^ready 1$`, 1, 20*time.Second)
+			j.ranks[0].WaitOutput(t, "(?m)^"+c.waiting+"$", 1, 20*time.Second)
 			killed := time.Now()
-			j.ranks[1].cmd.Process.Kill()
-			j.ranks[0].wait(t, 10*time.Second)
-			if j.ranks[0].err != nil || !regexp.MustCompile(c.want).MatchString(j.ranks[0].out.String()) {
-				t.Fatalf("rank 0: %v\nstdout:\n%s\nstderr:\n%s", j.ranks[0].err, j.ranks[0].out, j.ranks[0].errOut)
+			j.ranks[1].Cmd.Process.Kill()
+			j.ranks[0].Wait(t, 10*time.Second)
+			if j.ranks[0].Err != nil || !regexp.MustCompile(c.want).MatchString(j.ranks[0].Stdout.String()) {
+				t.Fatalf("rank 0: %v\nstdout:\n%s\nstderr:\n%s", j.ranks[0].Err, j.ranks[0].Stdout, j.ranks[0].Stderr)
 			}
-			t.Logf("rank 0 noticed in %v:\n%s", time.Since(killed).Round(time.Millisecond), j.ranks[0].out)
+			t.Logf("rank 0 noticed in %v:\n%s", time.Since(killed).Round(time.Millisecond), j.ranks[0].Stdout)
 			if files := jobFiles(t, j.id); len(files) != 0 {
 				t.Errorf("files left by the survivor: %v", files)
 			}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/gompi/gompi/components/common/shmem"
 )
 
 // unsafeBytes views words as bytes: an 8-aligned buffer like a mapping.
@@ -17,13 +19,13 @@ func unsafeBytes(w []uint64) []byte {
 }
 
 // testRing is a ring in ordinary memory with its tail counter; the aligned
-// backing array lets word() and checkRing accept them.
+// backing array lets owner.Word and checkRing accept them.
 func testRing(t testing.TB, size int) (ring []byte, tail *atomic.Uint64) {
 	t.Helper()
 	mem := make([]uint64, (boxHeader+size)/8)
 	b := unsafeBytes(mem)
 	var err error
-	if tail, err = word(b, boxOffTail); err != nil {
+	if tail, err = owner.Word(b, boxOffTail); err != nil {
 		t.Fatal(err)
 	}
 	return b[boxHeader:], tail
@@ -269,32 +271,53 @@ func FuzzConsumer(f *testing.F) {
 	})
 }
 
+// ctlHeader is a control segment's header as shm writes it: shmem's
+// identity and shm's probe words.
+type ctlHeader struct {
+	rank, pid, localSize int
+	probe, nonce         uint64
+}
+
+func writeCtlHeader(mem []byte, h ctlHeader) {
+	owner.WriteCtlHeader(mem, shmem.CtlHeader{Rank: h.rank, Pid: h.pid, LocalSize: h.localSize})
+	putProbe(mem, h.probe, h.nonce)
+}
+
+func parseCtlHeader(mem []byte) (ctlHeader, error) {
+	h, err := owner.ParseCtlHeader(mem)
+	if err != nil {
+		return ctlHeader{}, err
+	}
+	probe, nonce := probeOf(mem)
+	return ctlHeader{rank: h.Rank, pid: h.Pid, localSize: h.LocalSize, probe: probe, nonce: nonce}, nil
+}
+
 // FuzzHeaders: the headers of segments and the modex card are other
 // processes' data too.
 func FuzzHeaders(f *testing.F) {
-	ctl := make([]byte, ctlSize(2))
+	ctl := make([]byte, shmem.CtlSize(2))
 	writeCtlHeader(ctl, ctlHeader{rank: 1, pid: 42, localSize: 2, probe: 0x1000, nonce: 9})
 	f.Add(ctl)
 	box := make([]byte, boxHeader+minRingSize)
 	writeBoxHeader(box, boxHeaderInfo{src: 0, dst: 1, pid: 42, size: minRingSize})
 	f.Add(box)
-	f.Add(encodeCard(42, ctlSize(2)))
+	f.Add(owner.EncodeCard(42, shmem.CtlSize(2)))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if h, err := parseCtlHeader(b); err == nil && ctlSize(h.localSize) > len(b) {
+		if h, err := parseCtlHeader(b); err == nil && shmem.CtlSize(h.localSize) > len(b) {
 			t.Fatalf("control header %+v in %d bytes", h, len(b))
 		}
 		if h, err := parseBoxHeader(b); err == nil && (!validRingSize(h.size) || boxHeader+h.size != uint64(len(b))) {
 			t.Fatalf("box header %+v in %d bytes", h, len(b))
 		}
-		if pid, n, err := parseCard(b); err == nil && (pid <= 0 || n < ctlSize(1)) {
+		if pid, n, err := owner.ParseCard(b); err == nil && (pid <= 0 || n < shmem.CtlSize(1)) {
 			t.Fatalf("card pid %d, %d bytes", pid, n)
 		}
 	})
 }
 
 func TestHeadersRoundTrip(t *testing.T) {
-	ctl := make([]byte, ctlSize(3))
+	ctl := make([]byte, shmem.CtlSize(3))
 	want := ctlHeader{rank: 5, pid: 1234, localSize: 3, probe: 0xabc0, nonce: 77}
 	writeCtlHeader(ctl, want)
 	if got, err := parseCtlHeader(ctl); err != nil || got != want {
@@ -309,33 +332,7 @@ func TestHeadersRoundTrip(t *testing.T) {
 	if _, err := parseBoxHeader(box[:len(box)-8]); err == nil {
 		t.Error("a truncated box was accepted")
 	}
-	if pid, n, err := parseCard(encodeCard(1234, ctlSize(3))); err != nil || pid != 1234 || n != ctlSize(3) {
+	if pid, n, err := owner.ParseCard(owner.EncodeCard(1234, shmem.CtlSize(3))); err != nil || pid != 1234 || n != shmem.CtlSize(3) {
 		t.Errorf("card: %d %d %v", pid, n, err)
-	}
-}
-
-func TestWordAlignment(t *testing.T) {
-	mem := unsafeBytes(make([]uint64, 8))
-	if _, err := word(mem, 8); err != nil {
-		t.Errorf("aligned word refused: %v", err)
-	}
-	if _, err := word(mem, 3); err == nil {
-		t.Error("a misaligned word was accepted")
-	}
-	if _, err := word(mem, 60); err == nil {
-		t.Error("a word past the end was accepted")
-	}
-}
-
-func TestValidJobID(t *testing.T) {
-	for _, id := range []string{"0a1b2c3d", "abc_DEF.9"} {
-		if !validJobID(id) {
-			t.Errorf("%q refused", id)
-		}
-	}
-	for _, id := range []string{"", "../x", "a/b", "a b", "a*"} {
-		if validJobID(id) {
-			t.Errorf("%q accepted", id)
-		}
 	}
 }

@@ -7,7 +7,9 @@
 // Every file of a job is named gompi-<jobid>-…, made with O_EXCL and mode
 // 0600, and removed as soon as every process that needs it has mapped it, so
 // that a crash after that leaves nothing in /dev/shm (mpirun removes what a
-// crash during set-up left behind, with RemoveJobFiles).
+// crash during set-up left behind, with shmem.RemoveJobFiles). The
+// mechanism, control segments included, is package shmem's; the boxes and
+// their rings are shm's own.
 //
 //   - A control segment per process (gompi-<jobid>-ctl-<rank>, one page for
 //     up to 448 local ranks), made at Query, announced by a modex card, mapped
@@ -83,21 +85,18 @@ package shm
 import (
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
 )
-
-// Dir is where the segments live.
-const Dir = "/dev/shm"
 
 // Component is the shm BTL component.
 type Component struct {
@@ -183,11 +182,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	if job.LocalSize < 2 {
 		return nil, mca.Decline("no other process of the job on node %s", job.Node)
 	}
-	if !validJobID(job.ID) {
-		return nil, mca.Decline("the job id %q cannot be part of a file name", job.ID)
-	}
-	if st, err := os.Stat(Dir); err != nil || !st.IsDir() {
-		return nil, mca.Decline("no %s directory for the segments", Dir)
+	if err := shmem.Usable(job.ID); err != nil {
+		return nil, err
 	}
 	if cfg.cma {
 		allowPtrace(log)
@@ -204,25 +200,14 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	}
 	m.eps = make([]*endpoint, len(m.localRanks))
 	m.in = make([]*inbox, len(m.localRanks))
-	size := ctlSize(len(m.localRanks))
-	seg, err := createSegment(ctlName(job.ID, job.Rank), size)
+	ctl, err := owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)})
 	if err != nil {
 		return nil, err
 	}
-	m.ctl = &ctlSeg{segment: seg}
-	if err := m.ctl.bind(len(m.localRanks)); err != nil {
-		seg.unmap()
-		unlinkFile(seg.name)
-		return nil, err
-	}
-	writeCtlHeader(seg.mem, ctlHeader{
-		rank: job.Rank, pid: m.pid, localSize: len(m.localRanks),
-		// Peers probe single copy by reading the nonce at this address.
-		probe: uint64(uintptr(unsafe.Pointer(&seg.mem[ctlOffNonce]))), nonce: rand.Uint64() | 1,
-	})
-	if err := rt.Modex().PutProc(cardKey, encodeCard(m.pid, size)); err != nil {
-		seg.unmap()
-		unlinkFile(seg.name)
+	m.ctl = ctl
+	// Peers probe single copy by reading the nonce at this address.
+	putProbe(ctl.Mem, uint64(uintptr(unsafe.Pointer(&ctl.Mem[ctlOffNonce]))), rand.Uint64()|1)
+	if err := owner.PublishCard(rt.Modex(), m.pid, ctl); err != nil {
 		return nil, err
 	}
 	mech := "none"
@@ -230,7 +215,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		mech = "cma"
 	}
 	log.Log(mca.VerboseComponent, "shared memory ready", "local_ranks", len(m.localRanks), "ring_bytes", cfg.ringSize,
-		"eager_limit", attr.EagerLimit, "max_send_size", attr.MaxSendSize, "single_copy", mech, "control_segment", seg.name)
+		"eager_limit", attr.EagerLimit, "max_send_size", attr.MaxSendSize, "single_copy", mech, "control_segment", ctl.Name)
 	return m, nil
 }
 
@@ -249,20 +234,4 @@ func allowPtrace(log *mca.Logger) {
 		return
 	}
 	log.Log(mca.VerboseComponent, "Yama ptrace_scope is 1: allowed local peers to read this process (PR_SET_PTRACER_ANY)")
-}
-
-// RemoveJobFiles removes every segment file of a job, for launchers to call
-// when the job has ended, whatever happened to its ranks.
-func RemoveJobFiles(jobID string) error {
-	files, err := filepath.Glob(filepath.Join(Dir, "gompi-"+jobID+"-*"))
-	if err != nil {
-		return mpierr.Errorf(mpierr.ErrArg, "btl shm: job id %q: %w", jobID, err)
-	}
-	var first error
-	for _, f := range files {
-		if err := os.Remove(f); err != nil && !os.IsNotExist(err) && first == nil {
-			first = mpierr.Errorf(mpierr.ErrIntern, "btl shm: %w", err)
-		}
-	}
-	return first
 }

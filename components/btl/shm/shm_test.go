@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -13,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gompi/gompi/components/btl/shm"
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -43,11 +42,7 @@ func shmModule(r *mpitest.Rank) btl.Module {
 // jobFiles lists the job's files in /dev/shm.
 func jobFiles(t testing.TB, job string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(shm.Dir, "gompi-"+job+"-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return testutil.ShmFiles(t, job, "*")
 }
 
 // TestSweep exchanges 0 B, 1 B and every power of two up to 16 MiB (64 KiB
@@ -478,7 +473,7 @@ func TestBadParameters(t *testing.T) {
 	for _, c := range cases {
 		t.Run(strings.Join(c.set, "="), func(t *testing.T) {
 			inst, err := mpi.InitWith(mpi.Options{
-				Env: cleanEnv(), Output: testWriter{t},
+				Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
 				MCA:  []params.Setting{{Name: "btl", Value: "self,shm"}, {Name: c.set[0], Value: c.set[1]}},
 				Exit: func(int) { runtime.Goexit() },
 			})
@@ -495,7 +490,7 @@ func TestBadParameters(t *testing.T) {
 		})
 	}
 	// The enum's message lists what it accepts.
-	inst, err := mpi.InitWith(mpi.Options{Env: cleanEnv(), Output: testWriter{t},
+	inst, err := mpi.InitWith(mpi.Options{Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
 		MCA:  []params.Setting{{Name: "btl_shm_single_copy_mechanism", Value: "xpmem"}},
 		Exit: func(int) { runtime.Goexit() }})
 	if err == nil {
@@ -525,25 +520,6 @@ func TestOmpiInfo(t *testing.T) {
 	if !strings.Contains(string(out), `"btl_shm_exclusivity" (current value: "65536"`) {
 		t.Errorf("exclusivity is not 65536:\n%s", out)
 	}
-}
-
-// cleanEnv is the environment without a launcher's variables: Init makes a
-// singleton.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "PMI_") && !strings.HasPrefix(k, "OMPI_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // TestNoAllocations: the fragment path allocates nothing, on either side.

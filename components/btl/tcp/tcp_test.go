@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/gompi/gompi/components/btl/tcp"
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpitest"
 )
 
@@ -31,18 +31,8 @@ var bin struct {
 func buildBins(tb testing.TB) {
 	tb.Helper()
 	bin.once.Do(func() {
-		bin.dir, bin.err = os.MkdirTemp("", "btl-tcp-test-")
-		if bin.err != nil {
-			return
-		}
-		bin.mpirun = filepath.Join(bin.dir, "mpirun")
-		bin.btlprog = filepath.Join(bin.dir, "btlprog")
-		for out, pkg := range map[string]string{bin.mpirun: "../../../cmd/mpirun", bin.btlprog: "../../../internal/testprogs/btlprog"} {
-			if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-				bin.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
-				return
-			}
-		}
+		bin.dir, bin.err = testutil.Build("btl-tcp-test-",
+			map[*string]string{&bin.mpirun: "../../../cmd/mpirun", &bin.btlprog: "../../../internal/testprogs/btlprog"})
 	})
 	if bin.err != nil {
 		tb.Fatal(bin.err)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -23,9 +24,9 @@ type module struct {
 	rank, pid  int
 	localRanks []int // the node's ranks, in order; a rank's index is its announce slot
 	localIdx   int
-	ctl        *ctlSeg // our own
-	peers      []*peer // by world rank; nil for ranks not reached
-	local      []*peer // by local index
+	ctl        *shmem.Ctl // our own
+	peers      []*peer    // by world rank; nil for ranks not reached
+	local      []*peer    // by local index
 
 	closed atomic.Bool
 
@@ -40,14 +41,13 @@ type module struct {
 // peer is a local process this module reaches.
 type peer struct {
 	rank, local, pid int
-	ctl              *ctlSeg        // the peer's control segment
+	ctl              *shmem.Ctl     // the peer's control segment
 	gone             *atomic.Uint64 // its "finalized" word
 
-	mu       sync.Mutex // the sending side
-	out      *outbox
-	outSeg   *segment
-	attached *atomic.Uint64 // the box's "receiver mapped it" word
-	broken   bool           // making the box failed: never try again
+	mu     sync.Mutex // the sending side
+	out    *outbox
+	outBox *shmem.Box
+	broken bool // making the box failed: never try again
 }
 
 func (m *module) Name() string { return "tofu" }
@@ -55,40 +55,18 @@ func (m *module) Name() string { return "tofu" }
 // AddProcs maps the control segment of every local peer that published a
 // card. The last peer to map a control segment removes its file.
 func (m *module) AddProcs(ranks []int) ([]bool, error) {
-	type card struct{ rank, local, pid, ctlBytes int }
-	var cards []card
-	for i, r := range m.localRanks {
-		if r == m.rank {
-			continue
-		}
-		b, err := m.modex.GetProc(r, cardKey)
-		if errors.Is(err, rte.ErrNotFound) {
-			m.log.Log(mca.VerboseComponent, "local peer does not run the tofu LLP: not reaching it", "peer", r)
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("llp tofu: business card of rank %d: %w", r, err)
-		}
-		pid, ctlBytes, err := parseCard(b)
-		if err != nil {
-			return nil, mpierr.Errorf(mpierr.ErrIntern, "llp tofu: rank %d: %w", r, err)
-		}
-		cards = append(cards, card{r, i, pid, ctlBytes})
-	}
-	if len(cards) == 0 {
-		// Nobody will map our control segment.
-		if err := unlinkFile(m.ctl.name); err != nil {
-			return nil, err
-		}
+	cards, err := owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
+	if err != nil {
+		return nil, err
 	}
 	for _, c := range cards {
-		p, err := m.attachPeer(c.rank, c.local, c.pid, c.ctlBytes, len(cards))
+		p, err := m.attachPeer(c.Rank, c.Local, c.Pid, c.CtlBytes, len(cards))
 		if err != nil {
 			return nil, err
 		}
-		m.local[c.local] = p
-		if c.rank >= 0 && c.rank < len(m.peers) {
-			m.peers[c.rank] = p
+		m.local[c.Local] = p
+		if c.Rank >= 0 && c.Rank < len(m.peers) {
+			m.peers[c.Rank] = p
 		}
 	}
 	out := make([]bool, len(ranks))
@@ -102,31 +80,11 @@ func (m *module) AddProcs(ranks []int) ([]bool, error) {
 // attacher that completes the count (every card holder but its owner)
 // removes the file.
 func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int) (*peer, error) {
-	seg, err := openSegment(ctlName(m.job, rank), ctlBytes)
+	ctl, err := owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
 	if err != nil {
-		return nil, fmt.Errorf("llp tofu: control segment of rank %d: %w", rank, err)
+		return nil, err
 	}
-	h, err := parseCtlHeader(seg.mem)
-	if err == nil && (h.rank != rank || h.pid != pid || h.localSize != len(m.localRanks)) {
-		err = fmt.Errorf("control segment of rank %d (pid %d, %d local ranks) names rank %d (pid %d, %d local ranks)",
-			rank, pid, len(m.localRanks), h.rank, h.pid, h.localSize)
-	}
-	var ctl *ctlSeg
-	if err == nil {
-		ctl, err = bindCtl(seg, h.localSize)
-	}
-	if err != nil {
-		seg.unmap()
-		return nil, mpierr.Errorf(mpierr.ErrIntern, "llp tofu: %s: %w", seg.name, err)
-	}
-	if n := ctl.attached.Add(1); n == uint64(attachers) {
-		if err := unlinkFile(seg.name); err != nil {
-			seg.unmap()
-			return nil, err
-		}
-		m.log.Log(mca.VerboseInfo, "every local peer has mapped the control segment: removed its file", "owner", rank)
-	}
-	return &peer{rank: rank, local: local, pid: pid, ctl: ctl, gone: ctl.gone}, nil
+	return &peer{rank: rank, local: local, pid: pid, ctl: ctl, gone: ctl.Gone}, nil
 }
 
 func (m *module) RegisterRecv(fn llp.RecvFunc) { m.fn = fn }
@@ -176,29 +134,23 @@ func (m *module) Send(peer int, hdr, payload []byte) error {
 // connect makes the box to a peer and announces it in the peer's control
 // segment. Callers hold p.mu.
 func (m *module) connect(p *peer) (*outbox, error) {
-	seg, err := createSegment(boxName(m.job, m.rank, p.rank), boxSize(m.geo))
+	box, err := owner.CreateBox(m.job, m.rank, p.rank, boxSize(m.geo))
 	if err != nil {
 		return nil, err
 	}
-	ack, err1 := word(seg.mem, boxOffAck)
-	attached, err2 := word(seg.mem, boxOffAttach)
+	ack, err := owner.Word(box.Mem, boxOffAck)
 	var o *outbox
-	err = errors.Join(err1, err2)
 	if err == nil {
-		o, err = newOutbox(seg.mem[boxHeader:], m.geo, ack)
+		o, err = newOutbox(box.Mem[boxHeader:], m.geo, ack)
 	}
 	if err != nil {
-		seg.unmap()
-		unlinkFile(seg.name)
-		return nil, mpierr.Errorf(mpierr.ErrIntern, "llp tofu: %s: %w", seg.name, err)
+		box.Destroy()
+		return nil, mpierr.Errorf(mpierr.ErrIntern, "llp tofu: %s: %w", box.Name, err)
 	}
-	writeBoxHeader(seg.mem, boxHeaderInfo{src: m.rank, dst: p.rank, pid: m.pid, geo: m.geo})
-	p.out, p.outSeg, p.attached = o, seg, attached
-	// The announce store publishes the header written above; the doorbell
-	// tells the peer to look at its announce words.
-	p.ctl.slots[m.localIdx].Store(m.geo.encode())
-	p.ctl.bell.Add(1)
-	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", p.rank, "file", seg.name)
+	writeBoxHeader(box.Mem, boxHeaderInfo{src: m.rank, dst: p.rank, pid: m.pid, geo: m.geo})
+	p.out, p.outBox = o, box
+	p.ctl.Announce(m.localIdx, m.geo.encode())
+	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", p.rank, "file", box.Name)
 	return o, nil
 }
 
@@ -208,7 +160,7 @@ func (m *module) Progress() int {
 	if m.closed.Load() {
 		return 0
 	}
-	if m.ctl.bell.Load() != m.bellSeen.Load() {
+	if m.ctl.Bell.Load() != m.bellSeen.Load() {
 		m.attachBoxes()
 	}
 	for _, in := range *m.active.Load() {
@@ -262,9 +214,9 @@ func (m *module) attachBoxes() {
 	}
 	// Note the bell before reading the announce words: an announcement made
 	// meanwhile rings it again.
-	m.bellSeen.Store(m.ctl.bell.Load())
+	m.bellSeen.Store(m.ctl.Bell.Load())
 	var added []*inbox
-	for i, slot := range m.ctl.slots {
+	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx || m.in[i] != nil {
 			continue
 		}
@@ -278,7 +230,7 @@ func (m *module) attachBoxes() {
 			// Whatever it is, it is no box of ours: do not look again. What
 			// the peer wrote there is lost, hence an error.
 			m.in[i] = &inbox{src: src, failed: true}
-			unlinkFile(boxName(m.job, src, m.rank))
+			owner.Unlink(owner.BoxPath(m.job, src, m.rank))
 			m.log.Error("cannot attach the tofu box from a local peer", "peer", src, "error", err.Error())
 			continue
 		}
@@ -300,34 +252,27 @@ func (m *module) openBox(local, src int, g geometry) (*inbox, error) {
 	if !g.valid() {
 		return nil, fmt.Errorf("announced %d slots of %d bytes", g.slots, g.slotSize)
 	}
-	name := boxName(m.job, src, m.rank)
-	seg, err := openSegment(name, boxSize(g))
+	box, err := owner.OpenBox(m.job, src, m.rank, boxSize(g))
 	if err != nil {
 		return nil, err
 	}
-	h, err := parseBoxHeader(seg.mem)
+	h, err := parseBoxHeader(box.Mem)
 	if err == nil && (h.src != src || h.dst != m.rank || h.pid != p.pid || h.geo != g) {
 		err = fmt.Errorf("%s names rank %d (pid %d) to rank %d with %d slots of %d; want rank %d (pid %d) to rank %d with %d of %d",
-			name, h.src, h.pid, h.dst, h.geo.slots, h.geo.slotSize, src, p.pid, m.rank, g.slots, g.slotSize)
+			box.Name, h.src, h.pid, h.dst, h.geo.slots, h.geo.slotSize, src, p.pid, m.rank, g.slots, g.slotSize)
 	}
 	var in *inbox
-	var attached *atomic.Uint64
 	if err == nil {
 		var ack *atomic.Uint64
-		var e1, e2 error
-		ack, e1 = word(seg.mem, boxOffAck)
-		attached, e2 = word(seg.mem, boxOffAttach)
-		if err = errors.Join(e1, e2); err == nil {
-			in, err = newInbox(src, seg, seg.mem[boxHeader:], g, ack)
+		if ack, err = owner.Word(box.Mem, boxOffAck); err == nil {
+			in, err = newInbox(src, box, box.Mem[boxHeader:], g, ack)
 		}
 	}
 	if err != nil {
-		seg.unmap()
+		box.Unmap()
 		return nil, err
 	}
-	attached.Store(1)
-	if err := unlinkFile(name); err != nil {
-		seg.unmap()
+	if err := owner.Adopt(box); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -341,38 +286,35 @@ func (m *module) Finalize() error {
 	}
 	m.progress.Lock()
 	defer m.progress.Unlock()
-	m.ctl.gone.Store(1)
+	m.ctl.Gone.Store(1)
 	var errs []error
 	for _, p := range m.local {
 		if p == nil {
 			continue
 		}
 		p.mu.Lock()
-		if p.outSeg != nil {
-			// A box the peer never mapped: nobody else will remove it.
-			if p.attached.Load() == 0 {
-				errs = append(errs, unlinkFile(p.outSeg.name))
-			}
-			p.outSeg.unmap()
-			p.out, p.outSeg = nil, nil
+		if p.outBox != nil {
+			errs = append(errs, owner.Release(p.outBox))
+			p.out, p.outBox = nil, nil
 		}
-		p.ctl.unmap()
+		p.ctl.Unmap()
 		p.mu.Unlock()
 	}
-	for i, slot := range m.ctl.slots {
+	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx {
 			continue
 		}
-		if in := m.in[i]; in != nil && in.seg != nil {
-			in.seg.unmap()
+		if in := m.in[i]; in != nil && in.box != nil {
+			in.box.Unmap()
 		} else if in == nil && slot.Load() != 0 {
-			errs = append(errs, unlinkFile(boxName(m.job, m.localRanks[i], m.rank)))
+			// Announced to us but never mapped: nobody else will remove it.
+			errs = append(errs, owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank)))
 		}
 	}
 	empty := []*inbox{}
 	m.active.Store(&empty)
-	errs = append(errs, unlinkFile(m.ctl.name))
-	m.ctl.unmap()
+	errs = append(errs, owner.Unlink(m.ctl.Name))
+	m.ctl.Unmap()
 	return errors.Join(errs...)
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/gompi/gompi/components/common/shmem"
 )
 
 // The slots of a box are used round robin: message k (counting from 0 over
@@ -110,7 +112,7 @@ func (o *outbox) write(hdr, payload []byte) bool {
 // inbox is the receiving side of a box.
 type inbox struct {
 	src      int
-	seg      *segment
+	box      *shmem.Box // nil in tests
 	slots    []byte
 	slotSize int
 	n, mask  uint64
@@ -123,11 +125,11 @@ type inbox struct {
 	failed bool
 }
 
-func newInbox(src int, seg *segment, slots []byte, g geometry, ack *atomic.Uint64) (*inbox, error) {
+func newInbox(src int, box *shmem.Box, slots []byte, g geometry, ack *atomic.Uint64) (*inbox, error) {
 	if err := checkSlots(slots, g); err != nil {
 		return nil, err
 	}
-	in := &inbox{src: src, seg: seg, slots: slots, slotSize: g.slotSize, n: uint64(g.slots), mask: uint64(g.slots) - 1, ack: ack}
+	in := &inbox{src: src, box: box, slots: slots, slotSize: g.slotSize, n: uint64(g.slots), mask: uint64(g.slots) - 1, ack: ack}
 	in.next = ack.Load()
 	return in, nil
 }

@@ -16,12 +16,12 @@
 // the receiver has not taken, another goroutine is sending to the same peer,
 // the box cannot be made, or the peer has finalized; it never waits.
 //
-// # Segments and their lifetime (as btl shm)
+// # Segments and their lifetime (package shmem's, as btl shm's)
 //
 // Every file is named gompi-<jobid>-tofu-…, so that the cleanup launchers
-// run at job end (btl shm's RemoveJobFiles) removes it; it is made with
-// O_EXCL and mode 0600, and removed as soon as both sides have mapped it, so
-// that a crash after that leaves nothing in /dev/shm.
+// run at job end (shmem.RemoveJobFiles) removes it; it is made with O_EXCL
+// and mode 0600, and removed as soon as both sides have mapped it, so that a
+// crash after that leaves nothing in /dev/shm.
 //
 //   - A control segment per process (gompi-<jobid>-tofu-ctl-<rank>), made at
 //     Query and announced by a business card in the modex, mapped by each
@@ -49,8 +49,8 @@ package tofu
 
 import (
 	"os"
-	"strings"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -118,11 +118,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 			return nil, mca.Decline("btl = %q (source: %s) leaves out shm, and tofu uses shared memory as shm does", sel.String(), sel.Source)
 		}
 	}
-	if !validJobID(job.ID) {
-		return nil, mca.Decline("the job id %q cannot be part of a file name", job.ID)
-	}
-	if st, err := os.Stat(Dir); err != nil || !st.IsDir() {
-		return nil, mca.Decline("no %s directory for the segments", Dir)
+	if err := shmem.Usable(job.ID); err != nil {
+		return nil, err
 	}
 	m := &module{
 		log: log, geo: geo, capacity: geo.slotSize - slotHeader, modex: rt.Modex(),
@@ -139,31 +136,13 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	m.in = make([]*inbox, len(m.localRanks))
 	empty := []*inbox{}
 	m.active.Store(&empty)
-	size := ctlSize(len(m.localRanks))
-	seg, err := createSegment(ctlName(job.ID, job.Rank), size)
-	if err != nil {
+	if m.ctl, err = owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)}); err != nil {
 		return nil, err
 	}
-	if m.ctl, err = bindCtl(seg, len(m.localRanks)); err != nil {
-		seg.unmap()
-		unlinkFile(seg.name)
-		return nil, err
-	}
-	writeCtlHeader(seg.mem, ctlHeader{rank: job.Rank, pid: m.pid, localSize: len(m.localRanks)})
-	if err := rt.Modex().PutProc(cardKey, encodeCard(m.pid, size)); err != nil {
-		seg.unmap()
-		unlinkFile(seg.name)
+	if err := owner.PublishCard(rt.Modex(), m.pid, m.ctl); err != nil {
 		return nil, err
 	}
 	log.Log(mca.VerboseComponent, "low-latency path ready", "local_ranks", len(m.localRanks), "slots", geo.slots,
-		"slot_bytes", geo.slotSize, "max_message", m.capacity, "control_segment", seg.name)
+		"slot_bytes", geo.slotSize, "max_message", m.capacity, "control_segment", m.ctl.Name)
 	return m, nil
-}
-
-// validJobID keeps the job id, which comes from the launcher, from making a
-// path outside Dir.
-func validJobID(id string) bool {
-	return id != "" && len(id) <= 64 && !strings.ContainsFunc(id, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.')
-	})
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -13,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gompi/gompi/components/llp/tofu"
 	"github.com/gompi/gompi/internal/p2pcheck"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -24,11 +23,7 @@ import (
 // tofuFiles lists the job's tofu files in /dev/shm.
 func tofuFiles(t testing.TB, job string) []string {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(tofu.Dir, "gompi-"+job+"-tofu-*"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return files
+	return testutil.ShmFiles(t, job, "tofu-*")
 }
 
 // The counters: small blocking sends to the other rank on the node hit the
@@ -191,7 +186,7 @@ func TestBadParameters(t *testing.T) {
 	} {
 		t.Run(c.name+"="+c.value, func(t *testing.T) {
 			inst, err := mpi.InitWith(mpi.Options{
-				Env: cleanEnv(), Output: testWriter{t},
+				Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
 				MCA:  []params.Setting{{Name: c.name, Value: c.value}},
 				Exit: func(int) { runtime.Goexit() },
 			})
@@ -242,23 +237,4 @@ func TestOmpiInfo(t *testing.T) {
 			t.Errorf("ompi_info does not show %s:\n%s", want, out)
 		}
 	}
-}
-
-// cleanEnv is the environment without a launcher's variables: Init makes a
-// singleton.
-func cleanEnv() []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !strings.HasPrefix(k, "PMI_") && !strings.HasPrefix(k, "OMPI_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }

@@ -4,15 +4,15 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/internal/testutil"
 )
 
 // The tests run real processes: TestMain builds mpirun, this program and
@@ -20,37 +20,15 @@ import (
 var bin struct{ mpirun, prog, ring string }
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "p2pprog-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	bin.mpirun = filepath.Join(dir, "mpirun")
-	bin.prog = filepath.Join(dir, "p2pprog")
-	bin.ring = filepath.Join(dir, "ring")
-	for out, pkg := range map[string]string{bin.mpirun: "../../../cmd/mpirun", bin.prog: ".", bin.ring: "../../../examples/ring"} {
-		if msg, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", pkg, err, msg)
-			os.Exit(1)
-		}
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	testutil.Main(m, "p2pprog-test-", map[*string]string{
+		&bin.mpirun: "../../../cmd/mpirun", &bin.prog: ".", &bin.ring: "../../../examples/ring"})
 }
 
 // mpirun runs a job and returns its standard output, failing the test when
 // it does not exit 0.
 func mpirun(t *testing.T, limit time.Duration, args ...string) string {
 	t.Helper()
-	args = append([]string{"--timeout", fmt.Sprint(int(limit.Seconds()))}, args...)
-	cmd := exec.Command(bin.mpirun, args...)
-	var stdout, stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("mpirun %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, &stdout, &stderr)
-	}
-	return stdout.String()
+	return testutil.RunMpirun(t, bin.mpirun, limit, args...)
 }
 
 // The matching suite in real processes, over shared memory and over TCP,
@@ -185,10 +163,7 @@ func TestLLPFilesUnderMpirun(t *testing.T) {
 	if len(pids) < 2 {
 		t.Fatalf("no report from both ranks; stderr:\n%s", &stderr)
 	}
-	files := func() []string {
-		f, _ := filepath.Glob(filepath.Join("/dev/shm", "gompi-"+job+"-*"))
-		return f
-	}
+	files := func() []string { return testutil.ShmFiles(t, job, "*") }
 	// Rank 0 printed after its last receive: rank 1 may still be mapping
 	// the box rank 0 made; give it a moment.
 	deadline := time.Now().Add(5 * time.Second)

@@ -1,0 +1,235 @@
+package shmem
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
+)
+
+// The control segment's layout. Words written by different parties sit 128
+// bytes apart: adjacent lines are often fetched in pairs, so 64 bytes would
+// still share traffic.
+const (
+	ctlOffMagic   = 0  // uint64: the owner's CtlMagic
+	ctlOffVersion = 8  // uint32: the owner's Version
+	ctlOffRank    = 12 // uint32
+	ctlOffPid     = 16 // uint32
+	ctlOffLocal   = 20 // uint32: local ranks, the number of announce slots
+	CtlOffOwn     = 24 // to CtlEndOwn: the owner's own header words, immutable like the rest
+	CtlEndOwn     = 128
+	ctlOffAttach  = 128 // atomic: peers that have mapped the segment
+	ctlOffBell    = 256 // atomic: bumped by a peer after it announces
+	ctlOffGone    = 384 // atomic: 1 once the owner has finalized
+	ctlOffSlots   = 512 // atomic per local rank: what it announced to the owner, 0 for nothing
+)
+
+// CtlSize is the size of a control segment for localSize local ranks: a
+// page for up to 448.
+func CtlSize(localSize int) int {
+	n := ctlOffSlots + 8*localSize
+	return (n + 4095) &^ 4095
+}
+
+// Ctl is a mapped control segment, one's own or a peer's.
+type Ctl struct {
+	*Segment
+	Attached *atomic.Uint64   // peers that have mapped it
+	Bell     *atomic.Uint64   // bumped after each announcement
+	Gone     *atomic.Uint64   // 1 once the owner has finalized
+	Slots    []*atomic.Uint64 // by local rank: what it announced, 0 for nothing
+}
+
+func (o Owner) bindCtl(seg *Segment, localSize int) (*Ctl, error) {
+	offs := []int{ctlOffAttach, ctlOffBell, ctlOffGone}
+	for i := 0; i < localSize; i++ {
+		offs = append(offs, ctlOffSlots+8*i)
+	}
+	w := make([]*atomic.Uint64, len(offs))
+	for i, off := range offs {
+		var err error
+		if w[i], err = o.Word(seg.Mem, off); err != nil {
+			return nil, err
+		}
+	}
+	return &Ctl{Segment: seg, Attached: w[0], Bell: w[1], Gone: w[2], Slots: w[3:]}, nil
+}
+
+// CtlHeader is the identity in a control segment.
+type CtlHeader struct {
+	Rank, Pid, LocalSize int
+}
+
+// WriteCtlHeader writes the identity, the version and, last, the magic.
+func (o Owner) WriteCtlHeader(mem []byte, h CtlHeader) {
+	le := binary.LittleEndian
+	le.PutUint32(mem[ctlOffVersion:], o.Version)
+	le.PutUint32(mem[ctlOffRank:], uint32(h.Rank))
+	le.PutUint32(mem[ctlOffPid:], uint32(h.Pid))
+	le.PutUint32(mem[ctlOffLocal:], uint32(h.LocalSize))
+	le.PutUint64(mem[ctlOffMagic:], o.CtlMagic)
+}
+
+// ParseCtlHeader reads a peer's control segment header; mem may hold
+// anything.
+func (o Owner) ParseCtlHeader(mem []byte) (CtlHeader, error) {
+	if len(mem) < ctlOffSlots {
+		return CtlHeader{}, fmt.Errorf("control segment of %d bytes", len(mem))
+	}
+	le := binary.LittleEndian
+	if m := le.Uint64(mem[ctlOffMagic:]); m != o.CtlMagic {
+		return CtlHeader{}, fmt.Errorf("control segment magic %#x, want %#x", m, o.CtlMagic)
+	}
+	if v := le.Uint32(mem[ctlOffVersion:]); v != o.Version {
+		return CtlHeader{}, fmt.Errorf("control segment version %d, want %d", v, o.Version)
+	}
+	h := CtlHeader{Rank: int(le.Uint32(mem[ctlOffRank:])), Pid: int(le.Uint32(mem[ctlOffPid:])), LocalSize: int(le.Uint32(mem[ctlOffLocal:]))}
+	if h.LocalSize < 1 || CtlSize(h.LocalSize) > len(mem) {
+		return CtlHeader{}, fmt.Errorf("control segment of %d bytes claims %d local ranks", len(mem), h.LocalSize)
+	}
+	return h, nil
+}
+
+// CreateCtl makes rank's control segment, with h in its header. The
+// owner's own words (CtlOffOwn to CtlEndOwn) are zero: the caller fills them
+// before it publishes its card.
+func (o Owner) CreateCtl(job string, h CtlHeader) (*Ctl, error) {
+	seg, err := o.Create(o.CtlPath(job, h.Rank), CtlSize(h.LocalSize))
+	if err != nil {
+		return nil, err
+	}
+	c, err := o.bindCtl(seg, h.LocalSize)
+	if err != nil {
+		seg.Destroy()
+		return nil, err
+	}
+	o.WriteCtlHeader(seg.Mem, h)
+	return c, nil
+}
+
+// AttachCtl maps the control segment of a peer (of size bytes, from its
+// card), checks that it is this owner's and names want, and counts this
+// process in its attach word. The attacher that brings the count to
+// attachers (every peer that read the card) removes the file, which nobody
+// needs any more, and logs it.
+func (o Owner) AttachCtl(log *mca.Logger, job string, size int, want CtlHeader, attachers int) (*Ctl, error) {
+	name := o.CtlPath(job, want.Rank)
+	seg, err := Open(name, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: control segment of rank %d: %w", o.Name, want.Rank, err)
+	}
+	h, err := o.ParseCtlHeader(seg.Mem)
+	if err == nil && h != want {
+		err = fmt.Errorf("control segment of rank %d (pid %d, %d local ranks) names rank %d (pid %d, %d local ranks)",
+			want.Rank, want.Pid, want.LocalSize, h.Rank, h.Pid, h.LocalSize)
+	}
+	if err != nil {
+		seg.Unmap()
+		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: %s: %w", o.Name, name, err)
+	}
+	c, err := o.bindCtl(seg, h.LocalSize)
+	if err != nil {
+		seg.Unmap()
+		return nil, err
+	}
+	if n := c.Attached.Add(1); n == uint64(attachers) {
+		if err := o.Unlink(name); err != nil {
+			seg.Unmap()
+			return nil, err
+		}
+		log.Log(mca.VerboseInfo, "every local peer has mapped the control segment: removed its file", "owner", want.Rank)
+	}
+	return c, nil
+}
+
+// Announce tells the owner of c, a peer's control segment, that this
+// process (local rank index local) made a box for it; v, not 0, says what
+// (its size, say). The slot's store publishes what was written to the box
+// before it; the doorbell tells the owner to look at its slots.
+func (c *Ctl) Announce(local int, v uint64) {
+	c.Slots[local].Store(v)
+	c.Bell.Add(1)
+}
+
+// PublishCard puts this process's business card in the modex, announcing
+// ctl, its control segment. On error ctl is removed: nobody will map it.
+func (o Owner) PublishCard(modex *rte.Modex, pid int, ctl *Ctl) error {
+	if err := modex.PutProc(o.CardKey, o.EncodeCard(pid, len(ctl.Mem))); err != nil {
+		ctl.Destroy()
+		return err
+	}
+	return nil
+}
+
+// A Card is what a local peer published: its rank, its index among the
+// local ranks, its pid and the size of its control segment.
+type Card struct {
+	Rank, Local, Pid, CtlBytes int
+}
+
+// ReadCards reads the cards of the local ranks but self (after the modex
+// fence). A rank that published none does not run the component: it is
+// logged and skipped. When no peer has a card, nobody will map ctl, this
+// process's control segment, so its file is removed.
+func (o Owner) ReadCards(log *mca.Logger, modex *rte.Modex, localRanks []int, self int, ctl *Ctl) ([]Card, error) {
+	var cards []Card
+	for i, r := range localRanks {
+		if r == self {
+			continue
+		}
+		b, err := modex.GetProc(r, o.CardKey)
+		if errors.Is(err, rte.ErrNotFound) {
+			log.Log(mca.VerboseComponent, "local peer does not run "+o.Name+": not reaching it", "peer", r)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: business card of rank %d: %w", o.Name, r, err)
+		}
+		pid, ctlBytes, err := o.ParseCard(b)
+		if err != nil {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: rank %d: %w", o.Name, r, err)
+		}
+		cards = append(cards, Card{Rank: r, Local: i, Pid: pid, CtlBytes: ctlBytes})
+	}
+	if len(cards) == 0 {
+		if err := o.Unlink(ctl.Name); err != nil {
+			return nil, err
+		}
+	}
+	return cards, nil
+}
+
+// CardLen is the length of a business card.
+const CardLen = 12
+
+// EncodeCard makes the business card a process publishes in the modex,
+// under its owner's CardKey: that it runs the component, with which layout,
+// its pid (checked against its control segment, so that a stale file is
+// not taken for the peer's) and the size of that segment.
+func (o Owner) EncodeCard(pid, ctlBytes int) []byte {
+	b := make([]byte, CardLen)
+	binary.LittleEndian.PutUint32(b[0:], o.Version)
+	binary.LittleEndian.PutUint32(b[4:], uint32(pid))
+	binary.LittleEndian.PutUint32(b[8:], uint32(ctlBytes))
+	return b
+}
+
+// ParseCard reads a peer's business card; b may hold anything.
+func (o Owner) ParseCard(b []byte) (pid, ctlBytes int, err error) {
+	if len(b) != CardLen {
+		return 0, 0, fmt.Errorf("business card of %d bytes, want %d", len(b), CardLen)
+	}
+	if v := binary.LittleEndian.Uint32(b); v != o.Version {
+		return 0, 0, fmt.Errorf("business card version %d, want %d", v, o.Version)
+	}
+	pid = int(binary.LittleEndian.Uint32(b[4:]))
+	ctlBytes = int(binary.LittleEndian.Uint32(b[8:]))
+	if pid <= 0 || ctlBytes < CtlSize(1) || ctlBytes > CtlSize(1<<20) {
+		return 0, 0, fmt.Errorf("business card with pid %d and a control segment of %d bytes", pid, ctlBytes)
+	}
+	return pid, ctlBytes, nil
+}
