@@ -11,13 +11,16 @@ package datatype
 
 import "unsafe"
 
-// Elem is the set of basic element types: fixed-size numbers and bool, and
-// any named type whose underlying type is one of them. int, uint and uintptr
-// are 8 bytes on the 64-bit platforms gompi runs on.
+// Elem is the set of basic element types: fixed-size numbers and bool, any
+// named type whose underlying type is one of them, and the value-index
+// Pairs of MinLoc and MaxLoc. int, uint and uintptr are 8 bytes on the
+// 64-bit platforms gompi runs on.
 type Elem interface {
 	~int8 | ~int16 | ~int32 | ~int64 | ~int |
 		~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uint | ~uintptr |
-		~float32 | ~float64 | ~complex64 | ~complex128 | ~bool
+		~float32 | ~float64 | ~complex64 | ~complex128 | ~bool |
+		Pair[float64, int] | Pair[float64, int32] | Pair[float32, int] | Pair[float32, int32] |
+		Pair[int, int] | Pair[int32, int32] | Pair[int64, int] | Pair[int64, int32]
 }
 
 // Size returns the size of one element of T in bytes.
