@@ -44,6 +44,10 @@ type Options struct {
 	// run ranks as goroutines (mpitest); Env then carries PMI_RANK and
 	// PMI_SIZE.
 	PMI io.ReadWriteCloser
+	// Neighborhood holds the goroutine ranks of this process, for harnesses
+	// that run several ranks in one process (mpitest): their waits then
+	// wake each other directly.
+	Neighborhood *rte.Neighborhood
 	// Exit ends the rank after Abort; it is called on the aborting
 	// goroutine. nil means exiting the process (after killing its process
 	// group, so that its children go too), and then the process also exits
@@ -87,7 +91,7 @@ func InitWith(o Options) (*Instance, error) {
 		inst.exit = exitProcess
 		onLost = launcherLost
 	}
-	rt, err := rte.Start(rte.Options{Env: env, PMI: o.PMI, OnLost: onLost})
+	rt, err := rte.Start(rte.Options{Env: env, PMI: o.PMI, OnLost: onLost, Neighborhood: o.Neighborhood})
 	if err != nil {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}
@@ -155,7 +159,7 @@ func (i *Instance) setup() error {
 	// No rank leaves Init before every rank has set up its transports (as
 	// Open MPI's MPI_Init ends with a barrier): a rank that returns and exits
 	// at once must not pull the ground from under a peer still adding it.
-	if err := i.rt.Barrier(); err != nil {
+	if err := i.p2p.barrier(i.rt); err != nil {
 		return undo(err)
 	}
 	return nil

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync/atomic"
-	"time"
 
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/llp"
@@ -87,35 +85,27 @@ func (s *p2pState) setup(i *Instance) error {
 	return err
 }
 
-// barrier is Finalize's barrier: it progresses while it waits, so that what
-// peers still need from this process (control messages, queued fragments)
-// goes out.
+// barrier is the launcher's barrier, as Init and Finalize end and begin:
+// it waits through the engine's policy (sleeping until the launcher
+// answers, where waits sleep), progressing meanwhile so that what peers
+// still need from this process (control messages, queued fragments) goes
+// out.
 func (s *p2pState) barrier(rt *rte.Runtime) error {
 	if s.pml == nil {
 		return rt.Barrier()
 	}
-	done := make(chan error, 1)
-	go func() { done <- rt.Barrier() }()
 	eng := s.pml.Engine()
-	for idle := 0; ; {
-		select {
-		case err := <-done:
-			return err
-		default:
-		}
-		if eng.Progress() > 0 {
-			idle = 0
-			continue
-		}
-		// The barrier's answer comes through the network poller, which the
-		// Go scheduler consults only when nothing is runnable (or every
-		// 10 ms): park briefly when idle instead of spinning.
-		if idle++; idle%16 == 0 {
-			time.Sleep(time.Microsecond)
-		} else {
-			runtime.Gosched()
-		}
+	var err error
+	var done atomic.Bool
+	go func() {
+		err = rt.Barrier()
+		done.Store(true)
+		eng.Wake()
+	}()
+	if werr := eng.UntilEvent(nil, done.Load); werr != nil {
+		return werr
 	}
+	return err
 }
 
 // finalize releases the PML and the LLPs; the BTLs go after.
@@ -158,6 +148,30 @@ func (i *Instance) BufferDetach() ([]byte, error) {
 		return nil, err
 	}
 	return i.p2p.pml.BufferDetach()
+}
+
+// WaitStats are the counters of an instance's sleeping waits: how often a
+// wait slept (Sleeps), and whether a peer, the kernel or another goroutine
+// woke it (Rung) or it woke by itself after mpi_wait_sleep_max_ms
+// (Timeouts); RingsSent counts the wake-ups this process sent to sleeping
+// peers.
+type WaitStats = pml.WaitStats
+
+// WaitStats returns the counters of the instance's sleeping waits.
+func (i *Instance) WaitStats() WaitStats {
+	if i.p2p.pml == nil {
+		return WaitStats{}
+	}
+	return i.p2p.pml.Engine().Stats()
+}
+
+// WaitPolicy returns what the instance's waits do when idle: poll only, or
+// poll, yield and sleep (mpi_yield_when_idle), with the budgets and why.
+func (i *Instance) WaitPolicy() pml.Policy {
+	if i.p2p.pml == nil {
+		return pml.Policy{}
+	}
+	return i.p2p.pml.Engine().Policy()
 }
 
 // PMLStats returns the point-to-point counters: how many blocking sends the

@@ -124,6 +124,15 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 	defer srv.Shutdown()
 
 	base := baseEnv()
+	// Goroutine ranks share this process's processors: the job is
+	// oversubscribed (its waits yield and sleep) when they outnumber them.
+	cores := min(runtime.GOMAXPROCS(0), rte.NodeCores())
+	over := "0"
+	if n > cores {
+		over = "1"
+	}
+	base = append(base, rte.OversubscribedEnv+"="+over)
+	hood := rte.NewNeighborhood()
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
 		client, server, err := socketPair()
@@ -136,7 +145,7 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
-			if err := runRank(rank, env, client, &cfg, fn, logf); err != nil {
+			if err := runRank(rank, env, client, hood, &cfg, fn, logf); err != nil {
 				if fail.add(err) {
 					srv.Shutdown()
 				}
@@ -149,7 +158,7 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 
 // runRank runs one rank and turns its failures (error, panic, Abort) into an
 // error.
-func runRank(rank int, env []string, conn net.Conn, cfg *config, fn func(*Rank) error, logf func(string, ...any)) (err error) {
+func runRank(rank int, env []string, conn net.Conn, hood *rte.Neighborhood, cfg *config, fn func(*Rank) error, logf func(string, ...any)) (err error) {
 	// What a rank logs goes to the test's log, one line at a time.
 	w := writerFunc(func(p []byte) (int, error) {
 		logf("%s", strings.TrimSuffix(string(p), "\n"))
@@ -164,7 +173,7 @@ func runRank(rank int, env []string, conn net.Conn, cfg *config, fn func(*Rank) 
 		}
 	}()
 	inst, err := mpi.InitWith(mpi.Options{
-		Env: env, MCA: cfg.mca, PMI: conn, Output: w,
+		Env: env, MCA: cfg.mca, PMI: conn, Output: w, Neighborhood: hood,
 		Exit: func(code int) { exited = true; runtime.Goexit() },
 	})
 	if err != nil {
@@ -191,7 +200,7 @@ func baseEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") || strings.HasPrefix(k, "PMIX_") {
+		if strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") || strings.HasPrefix(k, "PMIX_") || k == rte.OversubscribedEnv {
 			continue
 		}
 		out = append(out, kv)

@@ -63,6 +63,13 @@ type Job struct {
 	NodeOf []int
 	// Singleton is true for a process started without a launcher.
 	Singleton bool
+	// Oversubscribed is true when this node runs more ranks than it has
+	// cores for them, so that waiting ranks must give their core away;
+	// OversubscribedBy says who decided: "mpirun" (from the cores it may
+	// use, GOMPI_OVERSUBSCRIBED) or "this rank" (local ranks against the
+	// node's usable cores).
+	Oversubscribed   bool
+	OversubscribedBy string
 }
 
 // CheckCookie compares a presented cookie with the job's in constant time.
@@ -91,6 +98,9 @@ type Options struct {
 	// OnLost is called when the connection to the process manager closes
 	// before Finalize: the launcher is gone or aborted the job.
 	OnLost func(error)
+	// Neighborhood, when set, holds the other goroutine ranks of this
+	// process, so that their bells ring each other directly.
+	Neighborhood *Neighborhood
 }
 
 // Runtime is one process's run-time environment.
@@ -100,6 +110,7 @@ type Runtime struct {
 	modex *Modex
 
 	singleton *pmi.Server // the in-process server of a singleton
+	bell      *Bell
 
 	mu        sync.Mutex
 	log       *mca.Logger
@@ -141,7 +152,12 @@ func Start(o Options) (*Runtime, error) {
 		rt.pmi.Close()
 		return nil, err
 	}
+	if err := rt.placeCores(env); err != nil {
+		rt.pmi.Close()
+		return nil, err
+	}
 	rt.modex = newModex(rt)
+	rt.bell = NewBell(rt.job.ID, rt.job.Rank, rt.pmi.Lost(), o.Neighborhood)
 	return rt, nil
 }
 
@@ -298,6 +314,10 @@ func (rt *Runtime) Job() *Job { return &rt.job }
 // Modex returns the job's business-card exchange.
 func (rt *Runtime) Modex() *Modex { return rt.modex }
 
+// Bell returns the bell this process's waits sleep on and its transports
+// ring.
+func (rt *Runtime) Bell() *Bell { return rt.bell }
+
 // SetLogger gives the runtime its logger (rte_base_verbose) once the MCA base
 // exists.
 func (rt *Runtime) SetLogger(l *mca.Logger) {
@@ -328,6 +348,7 @@ func (rt *Runtime) Finalize() error {
 	rt.finalized = true
 	rt.mu.Unlock()
 	err := rt.pmi.Finalize()
+	rt.bell.Close()
 	if rt.singleton != nil {
 		rt.singleton.Shutdown()
 	}

@@ -5,6 +5,7 @@
 //	mpirun -np 2 gompi-bench latency [--sizes 0:4m] [--iterations N] [--warmup N] [--probe]
 //	mpirun -np 2 gompi-bench bw      [--sizes …] [--window 64] …
 //	mpirun -np 2 gompi-bench bibw    [--sizes …] [--window 64] …
+//	mpirun -np N gompi-bench idle    [--in recv|wait|finalize] [--loops N]
 //
 // GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile of each rank to
 // prefix.<rank>.
@@ -22,6 +23,11 @@
 // ping-pong between ranks 0 and 1, in ns one-way) just before and after the
 // measurement: "# probe size=<n> pre=<ns> post=<ns>". The last comment line
 // gives rank 0's point-to-point counters (LLP hits, eager, rendezvous…).
+//
+// idle: rank 0 times a fixed CPU loop while the other ranks wait for it;
+// the row is "<ranks waiting> <ms>". Compare with -np 1 (the loop alone):
+// that ratio is what waiting ranks cost a working one on an oversubscribed
+// node.
 package main
 
 import (
@@ -30,6 +36,7 @@ import (
 	"io"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -39,12 +46,15 @@ import (
 )
 
 const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
+       mpirun -np N gompi-bench idle [--in recv|wait|finalize] [--loops N]
 
 Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
 
   latency        blocking ping-pong; one-way time = round trip / 2 (µs)
   bw             windowed non-blocking sends from rank 0 to rank 1, then an ack (MB/s = 10^6 B/s)
   bibw           both ranks send a window to each other at once (MB/s, both directions)
+  idle           rank 0 times a fixed CPU loop while the others wait for it (ms); with -np 1,
+                 the loop alone
 
 Options:
   --sizes LIST|MIN:MAX   message sizes in bytes: a comma-separated list, or every power of
@@ -59,6 +69,10 @@ Options:
                          from an Incl of every world rank but the last, whose group
                          mpi_use_sparse_groups=1 stores as a range when there are 4 or more
                          ranks (ranks other than 0 and 1 wait idle in either case)
+  --in WAIT              idle: where the other ranks wait: recv (blocking Recv, the default),
+                         wait (Irecv then Wait), finalize (in Finalize's barrier)
+  --loops N              idle: steps of rank 0's loop, at least 1 (default 210000000, about
+                         190 ms on the 2-core machines gompi is measured on)
   --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
                          one-way) before and after each size; needs them on one node
   -h, --help             print this help
@@ -74,10 +88,11 @@ const (
 	latency benchKind = iota
 	bw
 	bibw
+	idleKind
 )
 
 func (k benchKind) String() string {
-	return [...]string{"latency", "bw", "bibw"}[k]
+	return [...]string{"latency", "bw", "bibw", "idle"}[k]
 }
 
 // kindOf names a benchmark.
@@ -89,6 +104,8 @@ func kindOf(name string) (benchKind, bool) {
 		return bw, true
 	case "bibw":
 		return bibw, true
+	case "idle":
+		return idleKind, true
 	}
 	return 0, false
 }
@@ -102,6 +119,8 @@ type options struct {
 	window     int
 	probe      bool
 	comm       string // "world" or "incl"
+	in         string // idle: where the others wait
+	loops      int    // idle: steps of rank 0's loop
 }
 
 // usageError is a bad command line: the message says what was wrong and
@@ -115,7 +134,7 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // parseArgs parses "KIND [options]"; options take one or two dashes and
 // their value as the next word or after '='.
 func parseArgs(args []string) (*options, bool, error) {
-	o := &options{warmup: -1, window: 64, comm: "world"}
+	o := &options{warmup: -1, window: 64, comm: "world", in: "recv", loops: defaultLoops}
 	var kindSet bool
 	sizes := "0:4m"
 	for i := 0; i < len(args); i++ {
@@ -126,7 +145,7 @@ func parseArgs(args []string) (*options, bool, error) {
 				if kindSet {
 					return nil, false, usagef("unexpected argument %q: give one benchmark, then options", a)
 				}
-				return nil, false, usagef("unknown benchmark %q: accepted: latency, bw, bibw", a)
+				return nil, false, usagef("unknown benchmark %q: accepted: latency, bw, bibw, idle", a)
 			}
 			o.kind, kindSet = k, true
 			continue
@@ -155,6 +174,25 @@ func parseArgs(args []string) (*options, bool, error) {
 			} else {
 				o.probe = true
 			}
+		case "in":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			if !slices.Contains(idleWaits, v) {
+				return nil, false, usagef("--in %q: accepted: %s", v, strings.Join(idleWaits, ", "))
+			}
+			o.in = v
+		case "loops":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1e12 {
+				return nil, false, usagef("--loops %q: accepted: a whole number from 1 to 1000000000000", v)
+			}
+			o.loops = n
 		case "comm":
 			v, err := value()
 			if err != nil {
@@ -192,11 +230,11 @@ func parseArgs(args []string) (*options, bool, error) {
 				o.window = n
 			}
 		default:
-			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --window, --comm, --probe, --help", a)
+			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --window, --comm, --probe, --in, --loops, --help", a)
 		}
 	}
 	if !kindSet {
-		return nil, false, usagef("no benchmark: accepted: latency, bw, bibw")
+		return nil, false, usagef("no benchmark: accepted: latency, bw, bibw, idle")
 	}
 	var err error
 	if o.sizes, err = parseSizes(sizes); err != nil {
@@ -306,7 +344,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	err = bench(inst, o, stdout)
+	if o.kind == idleKind {
+		err = idle(inst, o, stdout)
+	} else {
+		err = bench(inst, o, stdout)
+	}
 	if ferr := inst.Finalize(); err == nil {
 		err = ferr
 	}

@@ -78,6 +78,7 @@ type job struct {
 	buildDir string
 	jobID    string
 	cpus     []int // the cores ranks are bound to; nil for no binding
+	cores    int   // the cores the ranks may use: mpirun's affinity, bounded by its cgroup's quota
 
 	mu     sync.Mutex
 	ranks  []*rankState
@@ -156,6 +157,7 @@ func (j *job) build(dir string) error {
 // planBinding chooses a core per rank: by default when there are no more
 // ranks than cores, as Open MPI does.
 func (j *job) planBinding() error {
+	j.cores = rte.NodeCores()
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil // cannot tell: do not bind
@@ -166,6 +168,7 @@ func (j *job) planBinding() error {
 			cpus = append(cpus, c)
 		}
 	}
+	j.cores = rte.LimitByQuota(len(cpus))
 	switch j.o.bind {
 	case "none":
 		return nil
@@ -192,7 +195,7 @@ func (j *job) cleanup() {
 func (j *job) rankEnv(rank int) []string {
 	drop := func(k string) bool {
 		return strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") ||
-			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv
+			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv || k == rte.OversubscribedEnv
 	}
 	set := map[string]string{}
 	var order []string
@@ -227,6 +230,13 @@ func (j *job) rankEnv(rank int) []string {
 	put("OMPI_COMM_WORLD_SIZE", n)
 	put("OMPI_COMM_WORLD_LOCAL_RANK", r)
 	put("OMPI_COMM_WORLD_LOCAL_SIZE", n)
+	// Whether waiting ranks must give their core away: more ranks on this
+	// node than cores mpirun may use.
+	over := "0"
+	if j.o.np > j.cores {
+		over = "1"
+	}
+	put(rte.OversubscribedEnv, over)
 	out := make([]string, len(order))
 	for i, k := range order {
 		out[i] = k + "=" + set[k]

@@ -18,9 +18,10 @@
 // matches only tags >= 0, so internal messages are never taken by a user's
 // wildcard receive.
 //
-// Progress: every wait in the instance goes through the module's Engine,
-// which calls Module.Progress (all BTLs, all LLPs, the PML's own queued
-// work) and spins, then yields, when nothing moves.
+// Progress: every wait in the instance goes through the module's Engine
+// (wait.go), which calls Module.Progress (all BTLs, all LLPs, the PML's own
+// queued work) and, when nothing moves, polls, yields or sleeps by one
+// policy.
 package pml
 
 import (
@@ -30,19 +31,7 @@ import (
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/mca"
-	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
-)
-
-// YieldParam is the name of the parameter that says whether waiting yields
-// the processor.
-const YieldParam = "mpi_yield_when_idle"
-
-// Values of mpi_yield_when_idle.
-const (
-	YieldNo   = 0
-	YieldYes  = 1
-	YieldAuto = 2
 )
 
 // Framework is the pml framework's declaration.
@@ -52,12 +41,7 @@ var Framework = &mca.Framework{
 	API:         mca.Version{Major: 1, Minor: 0, Patch: 0},
 	Selection:   mca.SingleSelect,
 	Check:       check,
-	Params: []params.Def{{
-		Name: YieldParam, Type: params.Enum, Default: "auto", Level: 4, Scope: params.ScopeLocal,
-		Values: []params.EnumValue{{Value: YieldNo, Name: "no"}, {Value: YieldYes, Name: "yes"}, {Value: YieldAuto, Name: "auto"}},
-		Help: "Whether a rank waiting for communication yields the processor when nothing moves: yes (to other goroutines, " +
-			"and after a while to other processes), no (spin), or auto (yes when this node's ranks outnumber its cores)",
-	}},
+	Params:      waitParams,
 }
 
 func init() { mca.RegisterFramework(Framework) }

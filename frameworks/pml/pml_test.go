@@ -7,10 +7,14 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
 )
 
 func idleEngine(lost chan struct{}) *Engine {
-	return &Engine{progress: func() int { return 0 }, yield: true, lost: lost}
+	e := NewEngine(nil, nil, func() int { return 0 }, nil)
+	e.lost, e.bell = lost, rte.NewLocalBell(lost)
+	e.policy.Yield = true
+	return e
 }
 
 func TestWaitSeesCompletionFromAnotherGoroutine(t *testing.T) {
@@ -82,18 +86,6 @@ func TestStatusOfAPendingRequest(t *testing.T) {
 	}
 }
 
-func TestYieldModes(t *testing.T) {
-	e := &Engine{progress: func() int { return 0 }}
-	pass := 0
-	for i := 0; i < 2*goschedPass; i++ {
-		e.Idle(&pass) // neither mode may block
-	}
-	e.yield = true
-	for i := 0; i < 2*goschedPass; i++ {
-		e.Idle(&pass)
-	}
-}
-
 func TestBsendBuffer(t *testing.T) {
 	var b BsendBuffer
 	if _, _, err := b.Copy([]byte("x")); !errors.Is(err, mpierr.ErrBuffer) {
@@ -131,7 +123,7 @@ func TestBsendBuffer(t *testing.T) {
 		frees = append(frees, free)
 	}
 	// Detach waits for the blocks still out.
-	e := &Engine{yield: true}
+	e := idleEngine(nil)
 	calls := 0
 	e.progress = func() int {
 		calls++

@@ -39,7 +39,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &module{attr: attr, rank: rt.Job().Rank, maxQueued: int(b.Get(c.maxQueue).Uint())}, nil
+	return &module{attr: attr, rank: rt.Job().Rank, maxQueued: int(b.Get(c.maxQueue).Uint()), bell: rt.Bell()}, nil
 }
 
 type fragment struct {
@@ -52,6 +52,7 @@ type module struct {
 	rank      int
 	maxQueued int
 	cb        btl.Callbacks
+	bell      *rte.Bell // rung after a send: a goroutine of ours may sleep on it
 
 	mu       sync.Mutex
 	queue    []fragment
@@ -97,6 +98,7 @@ func (m *module) Send(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error {
 	m.queue = append(m.queue, fragment{tag, data})
 	m.queued += n
 	m.nonEmpty.Store(true)
+	m.bell.Ring()
 	return nil
 }
 

@@ -33,6 +33,7 @@ type module struct {
 	log   *mca.Logger
 	cb    btl.Callbacks
 	modex *rte.Modex
+	wake  *rte.Bell // this process's: RingPeer wakes sleeping peers
 
 	job        string
 	rank, pid  int
@@ -250,7 +251,12 @@ func (e *endpoint) send(tag btl.Tag, hdr, payload []byte) error {
 	}
 	if e.out.write(uint8(tag), hdr, payload) {
 		e.refused = 0
+		// Under the lock: Finalize unmaps the peer's segment under it.
+		asleep := e.peerCtl.Asleep()
 		e.mu.Unlock()
+		if asleep {
+			e.m.wake.RingPeer(e.rank)
+		}
 		return nil
 	}
 	// No room: the receiver is slow, or dead. Look rarely, so that a
@@ -546,6 +552,7 @@ func (m *module) Finalize() error {
 	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	m.wake.Unwatch(m.ctl)
 	m.progress.Lock()
 	defer m.progress.Unlock()
 	m.ctl.Gone.Store(1)

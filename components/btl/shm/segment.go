@@ -13,7 +13,7 @@ var owner = shmem.Owner{Name: "btl shm", CtlMagic: ctlMagic, BoxMagic: boxMagic,
 
 // Layouts: shm's words in shmem's segments.
 const (
-	version = 1
+	version = 2
 
 	// The control segment, one per process, made at Query, is shmem's; shm
 	// adds the words through which peers probe single copy.

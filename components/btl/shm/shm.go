@@ -75,6 +75,14 @@
 // the callback takes). A peer that finalized fails sends without the
 // callback: it left in order.
 //
+// # Sleeping receivers
+//
+// The control segment's sleep word is this process's rte.Watcher: a waiting
+// goroutine that falls asleep sets it (Arm) before its last look at the
+// rings, and every Send loads the receiver's word after publishing the
+// fragment, and rings the receiver's bell when it is set. One load of a
+// line that changes only when the receiver falls asleep or wakes.
+//
 // # Concurrency
 //
 // Send and Sendi take the endpoint's lock (one producer per box); Progress
@@ -189,7 +197,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		allowPtrace(log)
 	}
 	m := &module{
-		attr: attr, cfg: cfg, log: log, modex: rt.Modex(),
+		attr: attr, cfg: cfg, log: log, modex: rt.Modex(), wake: rt.Bell(),
 		job: job.ID, rank: job.Rank, pid: os.Getpid(), node: job.NodeIndex, nodeOf: job.NodeOf,
 		localRanks: job.LocalRanks(job.NodeIndex),
 	}
@@ -205,6 +213,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		return nil, err
 	}
 	m.ctl = ctl
+	// While a goroutine of ours sleeps, peers that write to us ring.
+	rt.Bell().Watch(ctl)
 	// Peers probe single copy by reading the nonce at this address.
 	putProbe(ctl.Mem, uint64(uintptr(unsafe.Pointer(&ctl.Mem[ctlOffNonce]))), rand.Uint64()|1)
 	if err := owner.PublishCard(rt.Modex(), m.pid, ctl); err != nil {

@@ -74,6 +74,7 @@ func (m *module) handshakeIn(conn *net.TCPConn) {
 	m.adopt = append(m.adopt, ic)
 	m.adoptPending.Store(true)
 	m.inMu.Unlock()
+	m.bell.Ring()
 	if m.log.V(mca.VerboseInfo) {
 		m.log.Log(mca.VerboseInfo, "accepted a connection", "peer", ic.rank, "from", remote)
 	}

@@ -174,6 +174,7 @@ func (m *module) adoptIncoming() {
 		if m.epfd >= 0 {
 			m.epollAdd(c)
 		}
+		m.watchAdd(c)
 	}
 	m.nIn.Store(int32(len(m.in)))
 	if m.epfd < 0 && m.cfg.epollMin > 0 && len(m.in) >= m.cfg.epollMin {
@@ -188,6 +189,7 @@ func (m *module) drop(c *inConn) {
 		unix.EpollCtl(m.epfd, unix.EPOLL_CTL_DEL, int(c.fd), nil)
 		delete(m.byFD, c.fd)
 	}
+	m.watchDel(c)
 	c.conn.Close()
 	for i, x := range m.in {
 		if x == c {

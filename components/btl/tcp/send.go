@@ -16,6 +16,7 @@ import (
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
 )
 
 type epState uint8
@@ -37,6 +38,7 @@ type endpoint struct {
 	rank  int
 	cands []candidate
 	kick  chan struct{} // wakes the flusher when output is queued
+	nb    *rte.Bell     // the peer's bell when it is a goroutine rank of this process
 
 	mu     sync.Mutex
 	state  epState
@@ -58,7 +60,7 @@ type endpoint struct {
 }
 
 func newEndpoint(m *module, rank int, cands []candidate) *endpoint {
-	e := &endpoint{m: m, rank: rank, cands: cands, kick: make(chan struct{}, 1)}
+	e := &endpoint{m: m, rank: rank, cands: cands, kick: make(chan struct{}, 1), nb: m.bell.Neighbor(rank)}
 	e.wfn = e.sendmsg
 	return e
 }
@@ -106,6 +108,7 @@ func (e *endpoint) send(tag uint8, hdr, payload []byte, immediate bool) error {
 		}
 		if w == frameHdrLen+n {
 			e.sent++
+			e.nb.Ring()
 			return nil
 		}
 		if w == 0 && immediate {
@@ -429,6 +432,7 @@ func (e *endpoint) pushLocked() error {
 		if w == 0 {
 			return nil
 		}
+		e.nb.Ring()
 		q.bytes -= w
 		for w > 0 {
 			c := q.chunks[0]

@@ -44,6 +44,15 @@
 // with a short, growing sleep: timers fire even when busy-polling goroutines
 // keep the scheduler from polling the network.
 //
+// # Sleeping receivers
+//
+// The module is an rte.Watcher of its process's bell: while a waiting
+// goroutine sleeps, a goroutine parked in the Go network poller on an epoll
+// set of the incoming connections rings the bell when one of them becomes
+// readable (watch.go). New connections and lost peers ring it too. A peer
+// that is a goroutine rank of this process is rung directly after each send
+// instead: a busy process reads the network poller only every 10 ms.
+//
 // # Lost peers
 //
 // A connection that ends without the peer's goodbye frame, a write error, a
@@ -62,9 +71,11 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -206,6 +217,10 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		return nil, mca.Decline("the job has no other process")
 	}
 	m := newModule(attr, cfg, rt, log)
+	if err := m.openWatch(); err != nil {
+		m.shutdown(false)
+		return nil, err
+	}
 	if err := m.listen(sel.addrs); err != nil {
 		m.shutdown(false)
 		return nil, err
@@ -229,6 +244,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		m.wg.Add(1)
 		go m.acceptLoop(ln)
 	}
+	rt.Bell().Watch(m)
 	return m, nil
 }
 
@@ -276,6 +292,15 @@ type module struct {
 	lostPending atomic.Bool
 
 	rejected atomic.Int64 // connections refused at the handshake
+
+	// Waking a sleeping process (watch.go).
+	bell      *rte.Bell
+	armed     atomic.Int32
+	armCh     chan struct{}
+	watchOnce sync.Once
+	wfd       int      // epoll set of the incoming connections, level-triggered; -1 without
+	wfile     *os.File // wfd, parked on by the watcher through the Go network poller
+	wraw      syscall.RawConn
 }
 
 type lostPeer struct {
@@ -292,7 +317,7 @@ func newModule(attr btl.Attributes, cfg config, rt *rte.Runtime, log *mca.Logger
 			job: jobTag(job.ID), checkCookie: job.CheckCookie, cookie: job.Cookie,
 			rank: job.Rank, size: job.Size,
 		},
-		ctx: ctx, cancel: cancel, epfd: -1,
+		ctx: ctx, cancel: cancel, epfd: -1, wfd: -1, bell: rt.Bell(), armCh: make(chan struct{}, 1),
 		from: map[int]bool{}, handshaking: map[*net.TCPConn]bool{}, gone: map[int]bool{},
 	}
 	m.chunks.New = func() any { b := make([]byte, 0, chunkSize); return &b }
@@ -418,6 +443,7 @@ func (m *module) markLost(rank int, err error) bool {
 	m.lostQ = append(m.lostQ, lostPeer{rank, err})
 	m.lostPending.Store(true)
 	m.lostMu.Unlock()
+	m.bell.Ring() // a sleeping wait must hear of it from Progress
 	m.log.Log(mca.VerboseComponent, "peer lost", "peer", rank, "error", err)
 	return true
 }
@@ -495,6 +521,7 @@ func (m *module) shutdown(graceful bool) {
 	if !m.closing.CompareAndSwap(false, true) {
 		return
 	}
+	m.bell.Unwatch(m)
 	m.cancel()
 	for _, ln := range m.listeners {
 		ln.Close()
@@ -519,5 +546,6 @@ func (m *module) shutdown(graceful bool) {
 		c.close(graceful)
 	}
 	m.stopEpoll()
+	m.closeWatch()
 	m.progress.Unlock()
 }

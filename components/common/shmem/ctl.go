@@ -25,6 +25,7 @@ const (
 	ctlOffAttach  = 128 // atomic: peers that have mapped the segment
 	ctlOffBell    = 256 // atomic: bumped by a peer after it announces
 	ctlOffGone    = 384 // atomic: 1 once the owner has finalized
+	ctlOffSleep   = 392 // atomic: goroutines of the owner asleep, which senders wake (owner-written, like Gone)
 	ctlOffSlots   = 512 // atomic per local rank: what it announced to the owner, 0 for nothing
 )
 
@@ -41,11 +42,12 @@ type Ctl struct {
 	Attached *atomic.Uint64   // peers that have mapped it
 	Bell     *atomic.Uint64   // bumped after each announcement
 	Gone     *atomic.Uint64   // 1 once the owner has finalized
+	Sleep    *atomic.Uint64   // non-zero while the owner sleeps: a peer that writes to it then rings its bell
 	Slots    []*atomic.Uint64 // by local rank: what it announced, 0 for nothing
 }
 
 func (o Owner) bindCtl(seg *Segment, localSize int) (*Ctl, error) {
-	offs := []int{ctlOffAttach, ctlOffBell, ctlOffGone}
+	offs := []int{ctlOffAttach, ctlOffBell, ctlOffGone, ctlOffSleep}
 	for i := 0; i < localSize; i++ {
 		offs = append(offs, ctlOffSlots+8*i)
 	}
@@ -56,7 +58,7 @@ func (o Owner) bindCtl(seg *Segment, localSize int) (*Ctl, error) {
 			return nil, err
 		}
 	}
-	return &Ctl{Segment: seg, Attached: w[0], Bell: w[1], Gone: w[2], Slots: w[3:]}, nil
+	return &Ctl{Segment: seg, Attached: w[0], Bell: w[1], Gone: w[2], Sleep: w[3], Slots: w[4:]}, nil
 }
 
 // CtlHeader is the identity in a control segment.
@@ -154,6 +156,18 @@ func (c *Ctl) Announce(local int, v uint64) {
 	c.Slots[local].Store(v)
 	c.Bell.Add(1)
 }
+
+// Arm and Disarm make the owner of c, this process's own control segment,
+// an rte.Watcher: while armed, peers that write to the owner ring its bell
+// (see Asleep).
+func (c *Ctl) Arm()    { c.Sleep.Add(1) }
+func (c *Ctl) Disarm() { c.Sleep.Add(^uint64(0)) }
+
+// Asleep reports whether the owner of c, a peer's control segment, has a
+// goroutine asleep: the caller, which has just published a message for it,
+// then rings its bell. One load of a line that changes only when the owner
+// falls asleep or wakes.
+func (c *Ctl) Asleep() bool { return c.Sleep.Load() != 0 }
 
 // PublishCard puts this process's business card in the modex, announcing
 // ctl, its control segment. On error ctl is removed: nobody will map it.

@@ -18,6 +18,7 @@ type module struct {
 	geo      geometry
 	capacity int // bytes of message a slot holds
 	modex    *rte.Modex
+	wake     *rte.Bell // this process's: RingPeer wakes sleeping peers
 	fn       llp.RecvFunc
 
 	job        string
@@ -124,9 +125,14 @@ func (m *module) Send(peer int, hdr, payload []byte) error {
 		}
 	}
 	ok := o.write(hdr, payload)
+	// Under the lock: Finalize unmaps the peer's segment under it.
+	asleep := ok && p.ctl.Asleep()
 	p.mu.Unlock()
 	if !ok {
 		return llp.ErrNotAvailable
+	}
+	if asleep {
+		m.wake.RingPeer(peer)
 	}
 	return nil
 }
@@ -284,6 +290,7 @@ func (m *module) Finalize() error {
 	if !m.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	m.wake.Unwatch(m.ctl)
 	m.progress.Lock()
 	defer m.progress.Unlock()
 	m.ctl.Gone.Store(1)

@@ -14,7 +14,7 @@ var owner = shmem.Owner{Name: "llp tofu", CtlMagic: ctlMagic, BoxMagic: boxMagic
 
 // Layouts: tofu's words in shmem's segments.
 const (
-	version = 1
+	version = 2
 
 	// The control segment, one per process, made at Query and mapped by the
 	// local peers in AddProcs, is shmem's; its announce slots hold the

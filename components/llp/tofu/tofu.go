@@ -43,6 +43,10 @@
 // Progress costs one load per active peer and no atomic read-modify-write,
 // since ob1 calls it on every progress pass.
 //
+// A sender loads the receiver's sleep word after publishing a message and
+// rings its bell when a goroutine of it sleeps (package rte's Bell; the
+// control segment's sleep word is the receiver's watcher).
+//
 // A peer that dies stops taking messages: its slots fill and Send refuses,
 // so the BTL path, which watches peers, reports the loss.
 package tofu
@@ -122,7 +126,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 		return nil, err
 	}
 	m := &module{
-		log: log, geo: geo, capacity: geo.slotSize - slotHeader, modex: rt.Modex(),
+		log: log, geo: geo, capacity: geo.slotSize - slotHeader, modex: rt.Modex(), wake: rt.Bell(),
 		job: job.ID, rank: job.Rank, pid: os.Getpid(),
 		localRanks: job.LocalRanks(job.NodeIndex),
 		peers:      make([]*peer, job.Size),
@@ -142,6 +146,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	if err := owner.PublishCard(rt.Modex(), m.pid, m.ctl); err != nil {
 		return nil, err
 	}
+	// While a goroutine of ours sleeps, peers that write a slot ring.
+	rt.Bell().Watch(m.ctl)
 	log.Log(mca.VerboseComponent, "low-latency path ready", "local_ranks", len(m.localRanks), "slots", geo.slots,
 		"slot_bytes", geo.slotSize, "max_message", m.capacity, "control_segment", m.ctl.Name)
 	return m, nil

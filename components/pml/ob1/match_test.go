@@ -34,7 +34,7 @@ func newTestModule(t testing.TB, size int) (*module, *pml.Comm) {
 	}
 	empty := []*comm{}
 	m.comms.Store(&empty)
-	m.eng = pml.NewEngine(nil, nil, func() int { return 0 })
+	m.eng = pml.NewEngine(nil, nil, func() int { return 0 }, nil)
 	m.recvPool.New = func() any { return new(recvReq) }
 	world := make([]int, size)
 	for i := range world {

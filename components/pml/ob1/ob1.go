@@ -105,7 +105,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	}
 	empty := []*comm{}
 	m.comms.Store(&empty)
-	m.eng = pml.NewEngine(b, env.Runtime, m.Progress)
+	m.eng = pml.NewEngine(b, env.Runtime, m.Progress, m.busy)
 	m.recvPool.New = func() any { return new(recvReq) }
 
 	// The LLP of a peer is the first selected module that reaches it; never
@@ -200,6 +200,11 @@ type ctlMsg struct {
 }
 
 func (m *module) Engine() *pml.Engine { return m.eng }
+
+// busy reports queued output that only this process's progress pushes: a
+// wait must not sleep on it, since no peer would ring when the transport
+// has room again.
+func (m *module) busy() bool { return m.work.Load() != 0 }
 
 // Progress moves every transport once, then the queued work.
 func (m *module) Progress() int {

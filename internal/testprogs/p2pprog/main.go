@@ -11,6 +11,11 @@
 //	                                LIMIT is pml_ob1_llp_max_payload_size
 //	p2pprog llpcounters LIMIT HITS  the LLP counter check (p2pcheck.LLPCounters); HITS says
 //	                                whether small blocking sends should hit the LLP
+//	p2pprog latesender DELAY        rank 0 sleeps DELAY, then sends to every rank, which
+//	                                waits for it (p2pcheck.LateSender); each prints "woken
+//	                                rank R: <wait stats>"
+//	p2pprog sleeppingpong N         ranks 0 and 1 exchange N messages, the others wait for the
+//	                                end (p2pcheck.SleepPingPong); each prints its wait stats
 //	p2pprog llphold                 ranks 0 and 1 exchange small messages (so that the LLP's
 //	                                boxes exist both ways), print "llphold rank R pid P job J
 //	                                hits H", then wait for a message that never comes (tests
@@ -119,6 +124,30 @@ func main() {
 			fail(err)
 		}
 		fmt.Printf("llpcounters ok rank %d: %+v\n", c.Rank(), inst.PMLStats())
+	case "latesender":
+		if len(os.Args) != 3 {
+			fail("latesender DELAY")
+		}
+		delay, err := time.ParseDuration(os.Args[2])
+		if err != nil {
+			fail(err)
+		}
+		if err := p2pcheck.LateSender(c, delay); err != nil {
+			fail(err)
+		}
+		fmt.Printf("woken rank %d: %+v\n", c.Rank(), inst.WaitStats())
+	case "sleeppingpong":
+		if len(os.Args) != 3 {
+			fail("sleeppingpong N")
+		}
+		n, err := strconv.Atoi(os.Args[2])
+		if err != nil {
+			fail(err)
+		}
+		if err := p2pcheck.SleepPingPong(c, n); err != nil {
+			fail(err)
+		}
+		fmt.Printf("woken rank %d: %+v\n", c.Rank(), inst.WaitStats())
 	case "llphold":
 		if err := hold(c, inst); err != nil {
 			fail(err)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/internal/p2pcheck"
 	"github.com/gompi/gompi/internal/testutil"
 )
 
@@ -180,5 +181,43 @@ func TestLLPFilesUnderMpirun(t *testing.T) {
 	}
 	if f := files(); len(f) != 0 {
 		t.Errorf("files left after the job: %v", f)
+	}
+}
+
+// sleepArgs make every wait of a job sleep at once and for long (see
+// p2pcheck.SleepParams).
+func sleepArgs(btl, llp string) []string {
+	args := []string{"--mca", "btl", btl, "--mca", "llp", llp}
+	for _, p := range p2pcheck.SleepParams {
+		args = append(args, "--mca", p[0], p[1])
+	}
+	return args
+}
+
+// Processes asleep for a second wake when their message comes (in Recv,
+// Wait or Probe), and a thousand rounds of sleep and wake between two
+// processes all end with a ring: over shared memory with and without the
+// LLP, and over TCP (the kernel's readiness rings).
+func TestSleepingProcessesWake(t *testing.T) {
+	for _, c := range []struct{ name, btl, llp string }{
+		{"shm+tofu", "self,shm", ""}, {"shm", "self,shm", "^tofu"}, {"tcp", "self,tcp", "^tofu"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			args := append(sleepArgs(c.btl, c.llp), "-np", "4", bin.prog, "latesender", "1s")
+			out := mpirun(t, 60*time.Second, args...)
+			if got := strings.Count(out, "woken rank"); got != 4 {
+				t.Fatalf("%d ranks reported, want 4:\n%s", got, out)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the job took %v: sleepers were not woken by their message", d)
+			}
+			args = append(sleepArgs(c.btl, c.llp), "-np", "3", bin.prog, "sleeppingpong", "1000")
+			out = mpirun(t, 60*time.Second, args...)
+			if got := strings.Count(out, "woken rank"); got != 3 {
+				t.Fatalf("%d ranks reported, want 3:\n%s", got, out)
+			}
+			t.Log(out)
+		})
 	}
 }
