@@ -97,6 +97,21 @@ type Selected[M any] struct {
 //
 // query is the framework's typed call of its components' Query method.
 func Select[M any](b *Base, fw *Framework, query func(c Component) (priority int, module M, err error)) ([]Selected[M], error) {
+	sel, _, err := SelectReport(b, fw, query)
+	return sel, err
+}
+
+// Report says which components a selection left out and why, for a
+// framework that explains an incomplete result itself (coll names the
+// operations nobody fills).
+type Report struct {
+	// Excluded are the components the selection parameter removed, each
+	// with the parameter; Declined those that declined, with the reason.
+	Excluded, Declined []string
+}
+
+// SelectReport is Select, with what it left out.
+func SelectReport[M any](b *Base, fw *Framework, query func(c Component) (priority int, module M, err error)) ([]Selected[M], Report, error) {
 	if b.cat.Framework(fw.Name) != fw {
 		panic(fmt.Sprintf("mca: framework %s is not in this Base's catalogue", fw.Name))
 	}
@@ -113,7 +128,7 @@ func Select[M any](b *Base, fw *Framework, query func(c Component) (priority int
 		}
 		if err := b.open(e); err != nil {
 			if !IsDeclined(err) {
-				return nil, fmt.Errorf("opening %s component %s: %w", fw.Name, name, err)
+				return nil, Report{}, fmt.Errorf("opening %s component %s: %w", fw.Name, name, err)
 			}
 			declined = append(declined, fmt.Sprintf("%s (%v)", name, trimDecline(err)))
 			log.Log(VerboseComponent, "component declined at open", "component", name, "reason", trimDecline(err))
@@ -123,7 +138,7 @@ func Select[M any](b *Base, fw *Framework, query func(c Component) (priority int
 		prio, mod, err := query(e.Component)
 		if err != nil {
 			if !IsDeclined(err) {
-				return nil, fmt.Errorf("querying %s component %s: %w", fw.Name, name, err)
+				return nil, Report{}, fmt.Errorf("querying %s component %s: %w", fw.Name, name, err)
 			}
 			declined = append(declined, fmt.Sprintf("%s (%v)", name, trimDecline(err)))
 			log.Log(VerboseComponent, "component declined", "component", name, "reason", trimDecline(err))
@@ -145,12 +160,13 @@ func Select[M any](b *Base, fw *Framework, query func(c Component) (priority int
 		}
 		return chosen[i].Entry.Info.Name < chosen[j].Entry.Info.Name
 	})
+	rep := Report{Excluded: excluded, Declined: declined}
 	if len(chosen) == 0 {
 		if fw.AllowEmpty {
 			log.Log(VerboseComponent, "no component selected; the framework allows that")
-			return nil, nil
+			return nil, rep, nil
 		}
-		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound,
+		return nil, rep, mpierr.Errorf(mpierr.ErrComponentNotFound,
 			"no component of the %s framework can be used; excluded: %s; declined: %s; components: %s",
 			fw.Name, quoteList(excluded), quoteList(declined), quoteList(b.cat.componentNames(fw.Name)))
 	}
@@ -163,13 +179,13 @@ func Select[M any](b *Base, fw *Framework, query func(c Component) (priority int
 		}
 		chosen = chosen[:1]
 		if err := errors.Join(errs...); err != nil {
-			return nil, err
+			return nil, rep, err
 		}
 	}
 	for _, s := range chosen {
 		log.Log(VerboseComponent, "selected component", "component", s.Entry.Info.Name, "priority", s.Priority)
 	}
-	return chosen, nil
+	return chosen, rep, nil
 }
 
 // trimDecline drops the ": component declined" suffix that ErrDeclined adds,

@@ -1,44 +1,210 @@
-// Package coll declares the collectives framework. Every coll component is
-// queried for each new communicator; the modules that accept are stacked by
-// priority, and each collective slot is filled by the highest-priority module
-// that provides it.
+// Package coll declares the collectives framework: a communicator's table
+// of collective operations, filled slot by slot from the modules of several
+// components.
 //
-// The slot table and the communicator interface are completed by the issue
-// that builds the coll components.
+// # Selection, per communicator
+//
+// When package mpi makes a communicator it calls Resolve. Every coll
+// component that the `coll` parameter keeps is queried (Query) for that
+// communicator; those that accept return a priority and a Module. Modules
+// are ordered by priority (coll_<component>_priority overrides what Query
+// returns), and each operation's slot takes the function of the
+// highest-priority module that fills it. A module leaves a slot empty by
+// returning nil for it, and the slot falls through to the next module: a
+// component may implement barrier alone (Fujitsu's point, seed 003). A slot
+// that no module fills is an error naming the operations and the modules
+// asked. coll_base_verbose >= 10 logs, per communicator, which module fills
+// each slot.
+//
+// # What an algorithm sees
+//
+// Algorithms see a communicator through Comm: its size, this process's
+// rank, and point-to-point calls in a context of their own (tags that no
+// user receive can match), never package mpi. Buffers are bytes; counts and
+// displacements are in bytes; reductions come as a datatype.Reducer. Every
+// rank of the communicator calls the same operation, in the same order,
+// with matching arguments (MPI's rule); package mpi has checked each rank's
+// arguments locally before the call.
 package coll
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/gompi/gompi/datatype"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
 )
 
-// Framework is the coll framework's declaration.
+// Framework is the coll framework's declaration. Selection may end empty
+// here: Resolve then reports the unfilled operations itself.
 var Framework = &mca.Framework{
 	Name:        "coll",
 	Description: "Collective operations, selected per communicator slot by slot",
 	API:         mca.Version{Major: 1, Minor: 0, Patch: 0},
 	Selection:   mca.MultiSelect,
 	Priorities:  true,
+	AllowEmpty:  true,
 	Check:       check,
 }
 
 func init() { mca.RegisterFramework(Framework) }
 
-// Comm is what a coll module sees of a communicator.
-type Comm interface {
-	Rank() int
-	Size() int
+// Op is a collective operation: one slot of a communicator's table.
+type Op int
+
+// The operations, in the order the table lists them.
+const (
+	Barrier Op = iota
+	Bcast
+	Reduce
+	Allreduce
+	Gather
+	Gatherv
+	Scatter
+	Scatterv
+	Allgather
+	Allgatherv
+	Alltoall
+	Alltoallv
+	Scan
+	Exscan
+	ReduceScatter
+	ReduceScatterBlock
+	NumOps
+)
+
+var opNames = [NumOps]string{"barrier", "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv",
+	"allgather", "allgatherv", "alltoall", "alltoallv", "scan", "exscan", "reduce_scatter", "reduce_scatter_block"}
+
+func (o Op) String() string {
+	if o >= 0 && o < NumOps {
+		return opNames[o]
+	}
+	return fmt.Sprintf("coll.Op(%d)", int(o))
 }
 
-// Module is a coll module for one communicator.
-type Module interface{}
+// Ops lists every operation.
+func Ops() []Op {
+	out := make([]Op, NumOps)
+	for i := range out {
+		out[i] = Op(i)
+	}
+	return out
+}
+
+// Args are one rank's arguments to a collective. Sizes are in bytes. Which
+// fields an operation reads:
+//
+//   - barrier: none.
+//   - bcast: Recv is the buffer (the root's holds the data), Root.
+//   - reduce, allreduce, scan, exscan: Send and Recv of equal length,
+//     Reducer; reduce also Root (Recv matters at the root only). With
+//     InPlace, Send is nil and Recv holds the input (reduce: at the root).
+//   - reduce_scatter_block: Send holds size blocks of len(Recv) bytes; the
+//     rank receives the reduction of its block. With InPlace, Recv holds
+//     the input (size blocks) and receives the result in its first block.
+//   - reduce_scatter: as reduce_scatter_block with Counts[i] bytes for rank
+//     i; Send holds sum(Counts) bytes; len(Recv) is Counts[rank]. With
+//     InPlace, Recv holds the input and receives the result at its start.
+//   - gather: every rank sends len(Send) bytes; the root's Recv receives
+//     rank i's block at i*len(Send). With InPlace (root only), Send is nil
+//     and the root's block is in place already; the block size is
+//     len(Recv)/size.
+//   - gatherv: rank i sends Counts[i] bytes, which the root receives at
+//     Displs[i] of Recv; Counts and Displs matter at the root only, except
+//     that every rank passes its own count as len(Send). InPlace as gather.
+//   - scatter: the root's Send holds size blocks of len(Recv) bytes; rank i
+//     receives block i. With InPlace (root only), Recv is nil and the
+//     root's block stays in Send; the block size is len(Send)/size.
+//   - scatterv: the root sends Counts[i] bytes from Displs[i] of Send to
+//     rank i, which receives len(Recv) bytes. InPlace as scatter.
+//   - allgather: as gather, with every rank receiving. InPlace: the rank's
+//     own block of Recv holds its input.
+//   - allgatherv: as gatherv, with every rank receiving (Counts and Displs
+//     on every rank). InPlace as allgather.
+//   - alltoall: Send holds size blocks of len(Send)/size bytes, block j for
+//     rank j; Recv receives block i from rank i. InPlace: Recv holds the
+//     input and receives the output.
+//   - alltoallv: rank i sends SendCounts[j] bytes from SendDispls[j] to
+//     rank j, and receives Counts[j] bytes from rank j at Displs[j] of
+//     Recv. InPlace: Recv holds the input, laid out by Counts and Displs,
+//     and SendCounts and SendDispls are nil.
+type Args struct {
+	Send, Recv []byte
+	InPlace    bool
+	Root       int
+	// Counts and Displs are per rank: the receive side of gatherv,
+	// allgatherv and alltoallv, the send side of scatterv, the blocks of
+	// reduce_scatter.
+	Counts, Displs []int
+	// SendCounts and SendDispls are alltoallv's send side.
+	SendCounts, SendDispls []int
+	// Reducer combines elements for the reductions.
+	Reducer datatype.Reducer
+}
+
+// Func is one slot's function: it runs the operation on this rank and
+// returns when the rank's part is done (its Recv holds its result). An
+// error ends this rank's part; other ranks may then wait for it, as in MPI.
+type Func func(c Comm, a *Args) error
+
+// Comm is what an algorithm sees of a communicator. Its methods are safe
+// for concurrent use; an algorithm may have several requests in flight.
+type Comm interface {
+	// Rank is this process's rank in the communicator, Size the number of
+	// ranks.
+	Rank() int
+	Size() int
+	// Name names the communicator in logs and errors.
+	Name() string
+
+	// Send, Recv, Isend and Irecv are point-to-point between ranks of the
+	// communicator, in the collectives' own context: tags are those of
+	// Tag, and no user receive ever matches them. Messages between a pair
+	// with one tag arrive in the order sent. Recv returns the number of
+	// bytes received; a message longer than buf fails with ErrTruncate.
+	// Send is blocking and, when LLP reports true, takes the low-latency
+	// path for small messages; Isend never does.
+	Send(buf []byte, dst, tag int) error
+	Recv(buf []byte, src, tag int) (int, error)
+	Isend(buf []byte, dst, tag int) (*pml.Request, error)
+	Irecv(buf []byte, src, tag int) (*pml.Request, error)
+
+	// LLP reports whether a low-latency path reaches every other rank of
+	// the communicator: a small blocking Send then goes straight into a
+	// slot that the peer polls.
+	LLP() bool
+}
+
+// Tag is the tag of an operation's messages; phase tells apart the
+// messages of an algorithm's phases where their order between a pair
+// could otherwise be confused. Tags are negative: the PML reserves them for
+// collectives, and a user's AnyTag never matches them.
+func Tag(op Op, phase int) int { return -1000 - 16*int(op) - phase }
+
+// Module is what a component gives one communicator: the operations it
+// implements.
+type Module interface {
+	// Func returns the module's function for op, or nil to leave the slot
+	// to lower-priority modules.
+	Func(op Op) Func
+}
+
+// Closer is implemented by modules that hold resources: Close is called
+// when the communicator is freed.
+type Closer interface {
+	Close() error
+}
 
 // Component is what a coll component implements.
 type Component interface {
 	mca.Component
-	// Query is called for every new communicator. It returns a priority and
-	// a module for that communicator, or an error wrapping mca.ErrDeclined.
+	// Query is called for every new communicator, with the communicator
+	// already able to carry point-to-point traffic. It returns a priority
+	// and a module for it, or an error wrapping mca.ErrDeclined (the reason
+	// shows at coll_base_verbose 10 and in Resolve's errors).
 	Query(b *mca.Base, comm Comm) (priority int, m Module, err error)
 }
 
@@ -49,9 +215,93 @@ func check(c mca.Component) error {
 	return nil
 }
 
-// Select returns the modules that accept comm, highest priority first.
-func Select(b *mca.Base, comm Comm) ([]mca.Selected[Module], error) {
-	return mca.Select(b, Framework, func(c mca.Component) (int, Module, error) {
+// Table is a communicator's resolved slot table.
+type Table struct {
+	fns     [NumOps]Func
+	from    [NumOps]string // the component that fills each slot
+	modules []mca.Selected[Module]
+}
+
+// Resolve queries the coll components for comm and fills its table, slot by
+// slot, from the highest-priority module that fills each. A slot nobody
+// fills is an ErrComponentNotFound error naming the operations, the modules
+// asked, and the components excluded or declining.
+func Resolve(b *mca.Base, comm Comm) (*Table, error) {
+	sel, rep, err := mca.SelectReport(b, Framework, func(c mca.Component) (int, Module, error) {
 		return c.(Component).Query(b, comm)
 	})
+	if err != nil {
+		return nil, fmt.Errorf("coll: communicator %s: %w", comm.Name(), err)
+	}
+	t := &Table{modules: sel}
+	var missing []string
+	for op := Op(0); op < NumOps; op++ {
+		for _, s := range sel {
+			if f := s.Module.Func(op); f != nil {
+				t.fns[op], t.from[op] = f, s.Entry.Info.Name
+				break
+			}
+		}
+		if t.fns[op] == nil {
+			missing = append(missing, op.String())
+		}
+	}
+	if len(missing) > 0 {
+		t.Close()
+		var asked []string
+		for _, s := range sel {
+			asked = append(asked, fmt.Sprintf("%s (priority %d)", s.Entry.Info.Name, s.Priority))
+		}
+		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound,
+			"coll: communicator %s (%d ranks): no module fills %s; modules asked: %s; excluded: %s; declined: %s",
+			comm.Name(), comm.Size(), strings.Join(missing, ", "), listOrNone(asked), listOrNone(rep.Excluded), listOrNone(rep.Declined))
+	}
+	if log := b.Logger("coll"); log.V(mca.VerboseComponent) {
+		log.Log(mca.VerboseComponent, "slot table", "comm", comm.Name(), "size", comm.Size(), "table", t.String())
+	}
+	return t, nil
 }
+
+func listOrNone(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ", ")
+}
+
+// Call runs op on c.
+func (t *Table) Call(op Op, c Comm, a *Args) error { return t.fns[op](c, a) }
+
+// From names the component that fills op's slot.
+func (t *Table) From(op Op) string { return t.from[op] }
+
+// String lists the slots as "op=component", in table order: what
+// coll_base_verbose prints per communicator.
+func (t *Table) String() string {
+	parts := make([]string, NumOps)
+	for op := Op(0); op < NumOps; op++ {
+		parts[op] = op.String() + "=" + t.from[op]
+	}
+	return strings.Join(parts, " ")
+}
+
+// Close releases the modules that hold resources.
+func (t *Table) Close() error {
+	var first error
+	for _, s := range t.modules {
+		if c, ok := s.Module.(Closer); ok {
+			if err := c.Close(); err != nil && first == nil {
+				first = err
+			}
+		}
+	}
+	t.modules = nil
+	return first
+}
+
+// Slots is a Module made of a table: a component fills the operations it
+// implements and leaves the others nil.
+type Slots [NumOps]Func
+
+// Func returns the slot's function.
+func (s *Slots) Func(op Op) Func { return s[op] }

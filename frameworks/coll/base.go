@@ -1,0 +1,117 @@
+package coll
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// Helpers shared by the algorithms of every component (Open MPI's
+// coll/base): exchanges, waits, and the checks of what arrived.
+
+// Sendrecv sends sbuf to dst and receives into rbuf from src at once, so
+// that pairs of ranks exchange without deadlock. It returns the bytes
+// received.
+func Sendrecv(c Comm, sbuf []byte, dst int, rbuf []byte, src, tag int) (int, error) {
+	rr, err := c.Irecv(rbuf, src, tag)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.Send(sbuf, dst, tag); err != nil {
+		rr.Cancel()
+		rr.Wait()
+		return 0, err
+	}
+	st, err := rr.Wait()
+	return st.Count, err
+}
+
+// WaitAll waits for every request (nil ones are skipped) and joins their
+// errors.
+func WaitAll(reqs ...*pml.Request) error {
+	var errs []error
+	for _, r := range reqs {
+		if _, err := r.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// RecvExactly receives exactly len(buf) bytes from src: a shorter message
+// means the ranks passed mismatched sizes, an ErrCount error that names
+// both.
+func RecvExactly(c Comm, buf []byte, src, tag int) error {
+	n, err := c.Recv(buf, src, tag)
+	if err != nil {
+		return fmt.Errorf("coll: %s: from rank %d: %w", c.Name(), src, err)
+	}
+	return Exactly(c, n, len(buf), src)
+}
+
+// Exactly checks that n bytes arrived from src where want were expected.
+func Exactly(c Comm, n, want, src int) error {
+	if n != want {
+		return mpierr.Errorf(mpierr.ErrCount, "coll: %s: rank %d sent %d bytes where rank %d expected %d: the ranks passed different sizes",
+			c.Name(), src, n, c.Rank(), want)
+	}
+	return nil
+}
+
+// CeilLog2 is ⌈log2 n⌉ for n >= 1.
+func CeilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}
+
+// Pow2Floor is the largest power of two not above n (n >= 1).
+func Pow2Floor(n int) int {
+	p := 1
+	for p*2 <= n {
+		p *= 2
+	}
+	return p
+}
+
+// Blocks splits n bytes into parts blocks of whole elements (size bytes
+// each), the first n/size mod parts blocks one element larger, and
+// returns each block's offset and length. Algorithms that cut a buffer
+// (ring, Rabenseifner, scatter-allgather) use it so that every rank cuts
+// alike.
+func Blocks(n, size, parts int) (off, length []int) {
+	elems := n / size
+	off, length = make([]int, parts), make([]int, parts)
+	base, extra := elems/parts, elems%parts
+	pos := 0
+	for i := 0; i < parts; i++ {
+		k := base
+		if i < extra {
+			k++
+		}
+		off[i], length[i] = pos*size, k*size
+		pos += k
+	}
+	return off, length
+}
+
+// Combine combines in into inout in rank order: left is true when in holds
+// the contribution of lower ranks (inout = in op inout); otherwise inout =
+// inout op in, which for a non-commutative op needs tmp, a scratch buffer of
+// len(inout).
+func Combine(a *Args, in, inout, tmp []byte, left bool) {
+	switch {
+	case left:
+		a.Reducer.Apply(in, inout)
+	case a.Reducer.Commutative():
+		a.Reducer.Apply(in, inout)
+	default:
+		copy(tmp, in)
+		a.Reducer.Apply(inout, tmp)
+		copy(inout, tmp)
+	}
+}
