@@ -54,9 +54,9 @@ type Bell struct {
 	name  string // our socket's name
 	local bool   // no socket: only this process rings
 	job   string
-	rank int
-	lost <-chan struct{}
-	hood *Neighborhood
+	rank  int
+	lost  <-chan struct{}
+	hood  *Neighborhood
 
 	sleepers atomic.Int32
 	mu       sync.Mutex
