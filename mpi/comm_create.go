@@ -1,12 +1,10 @@
 package mpi
 
 import (
-	"encoding/binary"
 	"fmt"
 	"sync"
 
 	"github.com/gompi/gompi/frameworks/group"
-	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -44,52 +42,18 @@ func (s *cidSet) set(c int, used bool) {
 	s.mu.Unlock()
 }
 
-// Tags of the communicator-management traffic. Negative tags never match
-// user receives (AnyTag matches tags >= 0 only).
-const (
-	tagCIDReduce = -100
-	tagCIDBcast  = -101
-)
-
 // reduceMaxAll computes, over every rank of c, the maximum of v and the
-// logical AND of ok, and gives the result to every rank: a linear reduction
-// to rank 0 and a broadcast back, enough for communicator creation.
+// logical AND of ok, and gives the result to every rank: one Allreduce of
+// max(v) and max(not ok), through c's collectives.
 func (c *Comm) reduceMaxAll(v int, ok bool) (int, bool, error) {
-	p := c.inst.p2p.pml
-	enc := func(v int, ok bool) []byte {
-		b := make([]byte, 9)
-		binary.LittleEndian.PutUint64(b, uint64(int64(v)))
-		if ok {
-			b[8] = 1
-		}
-		return b
+	buf := []int64{int64(v), 1}
+	if ok {
+		buf[1] = 0
 	}
-	dec := func(b []byte) (int, bool) { return int(int64(binary.LittleEndian.Uint64(b))), b[8] == 1 }
-	buf := make([]byte, 9)
-	if c.pc.Rank != 0 {
-		if err := p.Send(&c.pc, enc(v, ok), 0, tagCIDReduce, pml.Standard); err != nil {
-			return 0, false, err
-		}
-		if _, err := p.Recv(&c.pc, buf, 0, tagCIDBcast); err != nil {
-			return 0, false, err
-		}
-		v, ok = dec(buf)
-		return v, ok, nil
+	if err := Allreduce(c, buf, buf, Max); err != nil {
+		return 0, false, err
 	}
-	for r := 1; r < c.pc.Size; r++ {
-		if _, err := p.Recv(&c.pc, buf, pml.AnySource, tagCIDReduce); err != nil {
-			return 0, false, err
-		}
-		w, wok := dec(buf)
-		v, ok = max(v, w), ok && wok
-	}
-	out := enc(v, ok)
-	for r := 1; r < c.pc.Size; r++ {
-		if err := p.Send(&c.pc, out, r, tagCIDBcast, pml.Standard); err != nil {
-			return 0, false, err
-		}
-	}
-	return v, ok, nil
+	return int(buf[0]), buf[1] == 0, nil
 }
 
 // agreeCID finds a context id free in every process of c and marks it used.
@@ -175,6 +139,9 @@ func (c *Comm) Free() error {
 	}
 	if c.pc.CID < 2 {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: Free of %s: the world and self communicators cannot be freed", c.name)
+	}
+	if err := c.coll.Close(); err != nil {
+		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}
 	if err := c.inst.p2p.pml.DelComm(&c.pc); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
@@ -207,6 +208,8 @@ type Comm struct {
 	pc    pml.Comm
 	name  string
 	freed atomic.Bool
+	// coll is the communicator's table of collectives (coll.go).
+	coll *coll.Table
 }
 
 // newComm makes a communicator over g with a context id and tells the PML.
@@ -216,6 +219,12 @@ func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, erro
 	if err := i.p2p.pml.AddComm(&c.pc); err != nil {
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
+	t, err := coll.Resolve(i.base, collComm{c})
+	if err != nil {
+		i.p2p.pml.DelComm(&c.pc)
+		return nil, fmt.Errorf("mpi: %s: %w", name, err)
+	}
+	c.coll = t
 	return c, nil
 }
 

@@ -41,6 +41,7 @@ type Rank struct {
 type Option func(*config)
 
 type config struct {
+	logf   func(string, ...any)
 	mca    []params.Setting
 	env    []string
 	events pmi.Events
@@ -68,6 +69,26 @@ func Run(t testing.TB, n int, fn func(r *Rank) error, opts ...Option) {
 	if err := run(n, fn, t.Logf, opts...); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// RunErr is Run outside a test (examples, tools) and for tests that expect
+// a failure: it returns the first rank's error. What ranks log is dropped
+// unless WithLogf says where it goes.
+func RunErr(n int, fn func(r *Rank) error, opts ...Option) error {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	logf := cfg.logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	return run(n, fn, logf, opts...)
+}
+
+// WithLogf sends what ranks log to logf (RunErr; Run logs to the test).
+func WithLogf(logf func(format string, a ...any)) Option {
+	return func(c *config) { c.logf = logf }
 }
 
 // failure keeps the first rank error; later ones are usually consequences.

@@ -8,6 +8,9 @@ import (
 	btlself "github.com/gompi/gompi/components/btl/self"
 	btlshm "github.com/gompi/gompi/components/btl/shm"
 	btltcp "github.com/gompi/gompi/components/btl/tcp"
+	collbasic "github.com/gompi/gompi/components/coll/basic"
+	collself "github.com/gompi/gompi/components/coll/self"
+	colltofu "github.com/gompi/gompi/components/coll/tofu"
 	groupdense "github.com/gompi/gompi/components/group/dense"
 	groupsparse "github.com/gompi/gompi/components/group/sparse"
 	llptofu "github.com/gompi/gompi/components/llp/tofu"
@@ -25,6 +28,9 @@ func init() {
 		&btlself.Component{},
 		&btlshm.Component{},
 		&btltcp.Component{},
+		&collbasic.Component{},
+		&collself.Component{},
+		&colltofu.Component{},
 		&groupdense.Component{},
 		&groupsparse.Component{},
 		&llptofu.Component{},

@@ -132,6 +132,11 @@ func Ops() []Op {
 //     Recv. InPlace: Recv holds the input, laid out by Counts and Displs,
 //     and SendCounts and SendDispls are nil.
 type Args struct {
+	// Op is the operation being run: Table.Call sets it, so that one
+	// function may fill several slots (gather and gatherv) and still tell
+	// them apart on ranks whose arguments look alike (a gatherv's non-root
+	// has no Counts).
+	Op         Op
 	Send, Recv []byte
 	InPlace    bool
 	Root       int
@@ -270,7 +275,10 @@ func listOrNone(s []string) string {
 }
 
 // Call runs op on c.
-func (t *Table) Call(op Op, c Comm, a *Args) error { return t.fns[op](c, a) }
+func (t *Table) Call(op Op, c Comm, a *Args) error {
+	a.Op = op
+	return t.fns[op](c, a)
+}
 
 // From names the component that fills op's slot.
 func (t *Table) From(op Op) string { return t.from[op] }

@@ -155,6 +155,12 @@ type Module interface {
 	BufferAttach(buf []byte) error
 	BufferDetach() ([]byte, error)
 
+	// LLPReaches reports whether a low-latency path reaches every rank of c
+	// but this process: a small blocking Send to any of them then goes
+	// straight into a slot the peer polls (the tofu coll barrier relies
+	// on it).
+	LLPReaches(c *Comm) bool
+
 	// Progress moves every transport and the PML's own queued work once; it
 	// returns how many things happened (0: nothing moved).
 	Progress() int

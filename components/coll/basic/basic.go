@@ -144,7 +144,7 @@ func Allreduce(c coll.Comm, a *coll.Args) error {
 	if err := Reduce(c, &r); err != nil {
 		return err
 	}
-	return Bcast(c, &coll.Args{Recv: a.Recv, Root: 0})
+	return Bcast(c, &coll.Args{Op: coll.Bcast, Recv: a.Recv, Root: 0})
 }
 
 // blocks returns each rank's offset and length in the gathered (or
@@ -172,11 +172,7 @@ func gatherBlock(c coll.Comm, a *coll.Args) int {
 
 // Gather (and Gatherv): the root receives every block in place.
 func Gather(c coll.Comm, a *coll.Args) error {
-	op := coll.Gather
-	if a.Counts != nil {
-		op = coll.Gatherv
-	}
-	tag := coll.Tag(op, 0)
+	tag := coll.Tag(a.Op, 0)
 	me := c.Rank()
 	if me != a.Root {
 		return c.Send(a.Send, a.Root, tag)
@@ -224,11 +220,7 @@ func waitExactly(c coll.Comm, reqs []*pml.Request, counts []int, skip int) error
 
 // Scatter (and Scatterv): the root sends every block.
 func Scatter(c coll.Comm, a *coll.Args) error {
-	op := coll.Scatter
-	if a.Counts != nil {
-		op = coll.Scatterv
-	}
-	tag := coll.Tag(op, 0)
+	tag := coll.Tag(a.Op, 0)
 	me := c.Rank()
 	if me != a.Root {
 		return coll.RecvExactly(c, a.Recv, a.Root, tag)
@@ -259,11 +251,7 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 
 // Allgather (and Allgatherv): every rank sends its block to every other.
 func Allgather(c coll.Comm, a *coll.Args) error {
-	op := coll.Allgather
-	if a.Counts != nil {
-		op = coll.Allgatherv
-	}
-	tag := coll.Tag(op, 0)
+	tag := coll.Tag(a.Op, 0)
 	me, n := c.Rank(), c.Size()
 	displs, counts := blocks(c, a, gatherBlock(c, a))
 	mine := a.Recv[displs[me] : displs[me]+counts[me]]
@@ -300,11 +288,7 @@ func Allgather(c coll.Comm, a *coll.Args) error {
 // Alltoall (and Alltoallv): every rank sends each other rank its block.
 // In place, the input is copied first.
 func Alltoall(c coll.Comm, a *coll.Args) error {
-	op := coll.Alltoall
-	if a.Counts != nil {
-		op = coll.Alltoallv
-	}
-	tag := coll.Tag(op, 0)
+	tag := coll.Tag(a.Op, 0)
 	me, n := c.Rank(), c.Size()
 	send := a.Send
 	sdispls, scounts := a.SendDispls, a.SendCounts
@@ -413,8 +397,8 @@ func ReduceScatter(c coll.Comm, a *coll.Args) error {
 	if me == 0 {
 		whole = make([]byte, total)
 	}
-	if err := Reduce(c, &coll.Args{Send: in[:total], Recv: whole, Root: 0, Reducer: a.Reducer}); err != nil {
+	if err := Reduce(c, &coll.Args{Op: coll.Reduce, Send: in[:total], Recv: whole, Root: 0, Reducer: a.Reducer}); err != nil {
 		return err
 	}
-	return Scatter(c, &coll.Args{Send: whole, Recv: a.Recv[:counts[me]], Root: 0, Counts: counts, Displs: displs})
+	return Scatter(c, &coll.Args{Op: coll.Scatterv, Send: whole, Recv: a.Recv[:counts[me]], Root: 0, Counts: counts, Displs: displs})
 }

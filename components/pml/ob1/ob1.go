@@ -201,6 +201,19 @@ type ctlMsg struct {
 
 func (m *module) Engine() *pml.Engine { return m.eng }
 
+// LLPReaches reports whether every other rank of c has an LLP here.
+func (m *module) LLPReaches(pc *pml.Comm) bool {
+	if pc.Size < 2 || m.llpMax == 0 {
+		return false
+	}
+	for r := 0; r < pc.Size; r++ {
+		if r != pc.Rank && m.llpOf[pc.Group.World(r)] == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // busy reports queued output that only this process's progress pushes: a
 // wait must not sleep on it, since no peer would ring when the transport
 // has room again.

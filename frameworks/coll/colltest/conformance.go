@@ -199,6 +199,8 @@ const elem = 8 // the suite's element size (uint64, float64)
 // behind.
 func Conformance(t *testing.T, op coll.Op, f coll.Func, o Options) {
 	t.Helper()
+	slot := f
+	f = func(c coll.Comm, a *coll.Args) error { a.Op = op; return slot(c, a) }
 	for _, n := range o.sizes() {
 		for _, count := range o.counts() {
 			if op == coll.Barrier && count > 0 {

@@ -1,0 +1,548 @@
+package mpi
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/gompi/gompi/datatype"
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// Op is a reduction operation: one of the predefined ops below, or a user
+// function made with NewOp.
+type Op = datatype.Op
+
+// Pair is a value with its index, the element of MinLoc and MaxLoc
+// (MPI_DOUBLE_INT and friends).
+type Pair[V datatype.Real, I datatype.Integer] = datatype.Pair[V, I]
+
+// The predefined reduction ops (MPI_SUM …). Sum and Prod take numbers;
+// Min and Max integers and floats; LAnd, LOr, LXor integers and bool; BAnd,
+// BOr, BXor integers; MinLoc and MaxLoc Pairs. Any other use is an ErrOp
+// error.
+var (
+	Sum    = datatype.Sum
+	Prod   = datatype.Prod
+	Min    = datatype.Min
+	Max    = datatype.Max
+	LAnd   = datatype.LAnd
+	LOr    = datatype.LOr
+	LXor   = datatype.LXor
+	BAnd   = datatype.BAnd
+	BOr    = datatype.BOr
+	BXor   = datatype.BXor
+	MinLoc = datatype.MinLoc
+	MaxLoc = datatype.MaxLoc
+)
+
+// NewOp makes a reduction op from a function over elements of T
+// (MPI_Op_create): f sets inout[i] = in[i] op inout[i], in holding the
+// contributions of lower ranks. With commutative false, the algorithms
+// keep rank order: the result is x0 op x1 op … op x(n-1).
+func NewOp[T Elem](name string, f func(in, inout []T), commutative bool) *Op {
+	return datatype.NewOp(name, f, commutative)
+}
+
+// Collectives
+//
+// Every rank of the communicator calls a collective, in the same order, with
+// matching arguments. Arguments a rank can check alone are checked before
+// any message leaves: a bad root is ErrRoot, an op that does not apply to
+// the element type ErrOp, buffers of the wrong length ErrCount, buffers
+// that overlap other than in the in-place form ErrBuffer. A mismatch between
+// ranks (one sends more than another expects) is an error on the rank that
+// sees it (ErrCount or ErrTruncate).
+//
+// In-place forms (MPI_IN_PLACE) pass the same memory for input and output,
+// as described on each function.
+
+// collComm is a communicator as coll algorithms see it: its point-to-point
+// in the collectives' own tags, which the checks of the user's calls refuse
+// and AnyTag never matches.
+type collComm struct{ c *Comm }
+
+func (x collComm) Rank() int    { return x.c.pc.Rank }
+func (x collComm) Size() int    { return x.c.pc.Size }
+func (x collComm) Name() string { return x.c.name }
+func (x collComm) LLP() bool    { return x.c.inst.p2p.pml.LLPReaches(&x.c.pc) }
+
+func (x collComm) Send(buf []byte, dst, tag int) error {
+	return x.c.inst.p2p.pml.Send(&x.c.pc, buf, dst, tag, pml.Standard)
+}
+
+func (x collComm) Recv(buf []byte, src, tag int) (int, error) {
+	st, err := x.c.inst.p2p.pml.Recv(&x.c.pc, buf, src, tag)
+	return st.Count, err
+}
+
+func (x collComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {
+	return x.c.inst.p2p.pml.Isend(&x.c.pc, buf, dst, tag, pml.Standard)
+}
+
+func (x collComm) Irecv(buf []byte, src, tag int) (*pml.Request, error) {
+	return x.c.inst.p2p.pml.Irecv(&x.c.pc, buf, src, tag)
+}
+
+// CollTable says which component fills each collective slot of c, as
+// "barrier=tuned bcast=tuned …" (coll_base_verbose 10 logs the same).
+func (c *Comm) CollTable() string {
+	if c == nil || c.coll == nil {
+		return ""
+	}
+	return c.coll.String()
+}
+
+// collective runs op after the common checks.
+func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
+	if err := c.check(name); err != nil {
+		return err
+	}
+	if err := c.coll.Call(op, collComm{c}, a); err != nil {
+		return fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
+	}
+	return nil
+}
+
+func (c *Comm) checkRoot(name string, root int) error {
+	if err := c.check(name); err != nil {
+		return err
+	}
+	if root < 0 || root >= c.pc.Size {
+		return mpierr.Errorf(mpierr.ErrRoot, "mpi: %s on %s: root %d: accepted: 0 to %d", name, c.name, root, c.pc.Size-1)
+	}
+	return nil
+}
+
+func reducer[T Elem](c *Comm, name string, op *Op) (datatype.Reducer, error) {
+	if err := c.check(name); err != nil {
+		return datatype.Reducer{}, err
+	}
+	r, err := datatype.ReducerFor[T](op)
+	if err != nil {
+		return r, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
+	}
+	return r, nil
+}
+
+// addr is where a non-empty slice starts.
+func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// overlap reports whether two slices share memory.
+func overlap(a, b []byte) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return false
+	}
+	return addr(a) < addr(b)+uintptr(len(b)) && addr(b) < addr(a)+uintptr(len(a))
+}
+
+// inPlace says whether send is the in-place form: it starts where the rank's
+// part of recv (recv[at:]) starts. Other overlaps are ErrBuffer errors.
+func (c *Comm) inPlace(name string, send, recv []byte, at int) (bool, error) {
+	if len(send) > 0 && at >= 0 && at < len(recv) && addr(send) == addr(recv[at:]) {
+		return true, nil
+	}
+	if overlap(send, recv) {
+		return false, mpierr.Errorf(mpierr.ErrBuffer, "mpi: %s on %s: the send and receive buffers overlap; "+
+			"the in-place form passes the receive buffer's own part (see the function's documentation) as the send buffer", name, c.name)
+	}
+	return false, nil
+}
+
+func countErr(c *Comm, name, format string, a ...any) error {
+	return mpierr.Errorf(mpierr.ErrCount, "mpi: %s on %s: %s", name, c.name, fmt.Sprintf(format, a...))
+}
+
+// bytesOf converts per-rank element counts and displacements to bytes,
+// checking that there is one of each per rank, that counts are not
+// negative, and that every block lies within a buffer of n bytes.
+func bytesOf(c *Comm, name, what string, counts, displs []int, size, n int) ([]int, []int, error) {
+	p := c.pc.Size
+	if len(counts) != p || len(displs) != p {
+		return nil, nil, countErr(c, name, "%d %s counts and %d displacements: want one of each per rank (%d)", len(counts), what, len(displs), p)
+	}
+	bc, bd := make([]int, p), make([]int, p)
+	for i := range counts {
+		if counts[i] < 0 || displs[i] < 0 {
+			return nil, nil, countErr(c, name, "%s count %d and displacement %d of rank %d: accepted: 0 or more", what, counts[i], displs[i], i)
+		}
+		bc[i], bd[i] = counts[i]*size, displs[i]*size
+		if bd[i]+bc[i] > n {
+			return nil, nil, countErr(c, name, "%s block of rank %d (%d elements at %d) ends past the buffer of %d elements",
+				what, i, counts[i], displs[i], n/size)
+		}
+	}
+	return bc, bd, nil
+}
+
+// Barrier waits until every rank of c has called it (MPI_Barrier).
+func (c *Comm) Barrier() error {
+	return c.collective(coll.Barrier, "Barrier", &coll.Args{})
+}
+
+// Barrier waits until every rank of c has called it (Comm.Barrier).
+func Barrier(c *Comm) error { return c.Barrier() }
+
+// Bcast sends the root's buf to every rank's buf (MPI_Bcast); every rank
+// passes the same length.
+func Bcast[T Elem](c *Comm, buf []T, root int) error {
+	if err := c.checkRoot("Bcast", root); err != nil {
+		return err
+	}
+	return c.collective(coll.Bcast, "Bcast", &coll.Args{Recv: datatype.Bytes(buf), Root: root})
+}
+
+// reduceArgs checks the buffers of an element-wise reduction and builds
+// its arguments; recvNeeded says whether this rank's recv matters.
+func reduceArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, recvNeeded bool) (*coll.Args, error) {
+	r, err := reducer[T](c, name, op)
+	if err != nil {
+		return nil, err
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	a := &coll.Args{Send: s, Recv: d, Reducer: r}
+	if !recvNeeded {
+		a.Recv = nil
+		return a, nil
+	}
+	ip, err := c.inPlace(name, s, d, 0)
+	if err != nil {
+		return nil, err
+	}
+	if len(recv) != len(send) {
+		return nil, countErr(c, name, "%d elements to send, %d to receive: want as many", len(send), len(recv))
+	}
+	if ip {
+		a.Send, a.InPlace = nil, true
+	}
+	return a, nil
+}
+
+// Reduce combines every rank's send with op, element by element, into the
+// root's recv (MPI_Reduce). Only the root's recv matters (others may pass
+// nil). In place: the root passes the same slice as send and recv.
+func Reduce[T Elem](c *Comm, send, recv []T, op *Op, root int) error {
+	if err := c.checkRoot("Reduce", root); err != nil {
+		return err
+	}
+	a, err := reduceArgs(c, "Reduce", send, recv, op, c.pc.Rank == root)
+	if err != nil {
+		return err
+	}
+	a.Root = root
+	return c.collective(coll.Reduce, "Reduce", a)
+}
+
+// Allreduce combines every rank's send with op into every rank's recv
+// (MPI_Allreduce). In place: the same slice as send and recv.
+func Allreduce[T Elem](c *Comm, send, recv []T, op *Op) error {
+	a, err := reduceArgs(c, "Allreduce", send, recv, op, true)
+	if err != nil {
+		return err
+	}
+	return c.collective(coll.Allreduce, "Allreduce", a)
+}
+
+// Scan gives rank i the combination of the sends of ranks 0..i
+// (MPI_Scan). In place: the same slice as send and recv.
+func Scan[T Elem](c *Comm, send, recv []T, op *Op) error {
+	a, err := reduceArgs(c, "Scan", send, recv, op, true)
+	if err != nil {
+		return err
+	}
+	return c.collective(coll.Scan, "Scan", a)
+}
+
+// Exscan gives rank i the combination of the sends of ranks 0..i-1
+// (MPI_Exscan); rank 0's recv is left as it was. In place: the same slice
+// as send and recv.
+func Exscan[T Elem](c *Comm, send, recv []T, op *Op) error {
+	a, err := reduceArgs(c, "Exscan", send, recv, op, true)
+	if err != nil {
+		return err
+	}
+	return c.collective(coll.Exscan, "Exscan", a)
+}
+
+// ReduceScatterBlock combines every rank's send, which holds Size() blocks
+// of len(recv) elements, and gives rank i block i of the result
+// (MPI_Reduce_scatter_block). In place: recv is send's first block
+// (send[:block]); send holds the input and recv receives the result.
+func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op *Op) error {
+	const name = "ReduceScatterBlock"
+	r, err := reducer[T](c, name, op)
+	if err != nil {
+		return err
+	}
+	if len(send) != len(recv)*c.pc.Size {
+		return countErr(c, name, "%d elements to send for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	ip, err := c.inPlace(name, d, s, 0)
+	if err != nil {
+		return err
+	}
+	a := &coll.Args{Send: s, Recv: d, Reducer: r}
+	if ip {
+		a.Send, a.Recv, a.InPlace = nil, s, true
+	}
+	return c.collective(coll.ReduceScatterBlock, name, a)
+}
+
+// ReduceScatter combines every rank's send, which holds sum(counts)
+// elements, and gives rank i the counts[i] elements of the result that
+// follow those of ranks before it (MPI_Reduce_scatter); len(recv) is
+// counts[Rank()]. In place: recv is send's start (send[:counts[Rank()]]).
+func ReduceScatter[T Elem](c *Comm, send, recv []T, counts []int, op *Op) error {
+	const name = "ReduceScatter"
+	r, err := reducer[T](c, name, op)
+	if err != nil {
+		return err
+	}
+	if len(counts) != c.pc.Size {
+		return countErr(c, name, "%d counts: want one per rank (%d)", len(counts), c.pc.Size)
+	}
+	total := 0
+	bc := make([]int, len(counts))
+	for i, k := range counts {
+		if k < 0 {
+			return countErr(c, name, "count %d of rank %d: accepted: 0 or more", k, i)
+		}
+		total += k
+		bc[i] = k * r.Size
+	}
+	if len(send) != total || len(recv) != counts[c.pc.Rank] {
+		return countErr(c, name, "%d elements to send and %d to receive: want sum(counts) = %d and counts[%d] = %d",
+			len(send), len(recv), total, c.pc.Rank, counts[c.pc.Rank])
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	ip, err := c.inPlace(name, d, s, 0)
+	if err != nil {
+		return err
+	}
+	a := &coll.Args{Send: s, Recv: d, Counts: bc, Reducer: r}
+	if ip {
+		a.Send, a.Recv, a.InPlace = nil, s, true
+	}
+	return c.collective(coll.ReduceScatter, name, a)
+}
+
+// Gather collects every rank's send into the root's recv, rank i's at
+// i*len(send) (MPI_Gather); the root's recv holds Size()*len(send)
+// elements, others may pass nil. In place: the root passes its own block of
+// recv (recv[root*len(send):]) as send.
+func Gather[T Elem](c *Comm, send, recv []T, root int) error {
+	const name = "Gather"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	a := &coll.Args{Send: s, Root: root}
+	if c.pc.Rank == root {
+		if len(recv) != len(send)*c.pc.Size {
+			return countErr(c, name, "the root receives %d elements for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
+		}
+		ip, err := c.inPlace(name, s, d, root*len(s))
+		if err != nil {
+			return err
+		}
+		a.Recv = d
+		if ip {
+			a.Send, a.InPlace = nil, true
+		}
+	}
+	return c.collective(coll.Gather, name, a)
+}
+
+// Gatherv collects rank i's send (counts[i] elements) into the root's recv
+// at displs[i] (MPI_Gatherv). counts and displs matter at the root only; in
+// place, the root passes recv[displs[root]:][:counts[root]] as send.
+func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) error {
+	const name = "Gatherv"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	a := &coll.Args{Send: s, Root: root}
+	if c.pc.Rank == root {
+		var err error
+		if a.Counts, a.Displs, err = bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d)); err != nil {
+			return err
+		}
+		if len(send) != counts[root] {
+			return countErr(c, name, "the root sends %d elements but counts[%d] is %d", len(send), root, counts[root])
+		}
+		ip, err := c.inPlace(name, s, d, a.Displs[root])
+		if err != nil {
+			return err
+		}
+		a.Recv = d
+		if ip {
+			a.Send, a.InPlace = nil, true
+		}
+	}
+	return c.collective(coll.Gatherv, name, a)
+}
+
+// Scatter sends block i of the root's send (len(recv) elements at
+// i*len(recv)) to rank i's recv (MPI_Scatter); only the root's send
+// matters. In place: the root passes its own block of send
+// (send[root*len(recv):]) as recv.
+func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
+	const name = "Scatter"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	a := &coll.Args{Recv: d, Root: root}
+	if c.pc.Rank == root {
+		if len(send) != len(recv)*c.pc.Size {
+			return countErr(c, name, "the root sends %d elements for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
+		}
+		ip, err := c.inPlace(name, d, s, root*len(d))
+		if err != nil {
+			return err
+		}
+		a.Send = s
+		if ip {
+			a.Recv, a.InPlace = nil, true
+		}
+	}
+	return c.collective(coll.Scatter, name, a)
+}
+
+// Scatterv sends counts[i] elements at displs[i] of the root's send to
+// rank i's recv (MPI_Scatterv); counts and displs matter at the root only.
+// In place: the root passes send[displs[root]:][:counts[root]] as recv.
+func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
+	const name = "Scatterv"
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	a := &coll.Args{Recv: d, Root: root}
+	if c.pc.Rank == root {
+		var err error
+		if a.Counts, a.Displs, err = bytesOf(c, name, "send", counts, displs, datatype.Size[T](), len(s)); err != nil {
+			return err
+		}
+		if len(recv) != counts[root] {
+			return countErr(c, name, "the root receives %d elements but counts[%d] is %d", len(recv), root, counts[root])
+		}
+		ip, err := c.inPlace(name, d, s, a.Displs[root])
+		if err != nil {
+			return err
+		}
+		a.Send = s
+		if ip {
+			a.Recv, a.InPlace = nil, true
+		}
+	}
+	return c.collective(coll.Scatterv, name, a)
+}
+
+// Allgather collects every rank's send into every rank's recv, rank i's at
+// i*len(send) (MPI_Allgather). In place: each rank passes its own block of
+// recv (recv[Rank()*len(send):]) as send.
+func Allgather[T Elem](c *Comm, send, recv []T) error {
+	const name = "Allgather"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	if len(recv) != len(send)*c.pc.Size {
+		return countErr(c, name, "%d elements to receive for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	ip, err := c.inPlace(name, s, d, c.pc.Rank*len(s))
+	if err != nil {
+		return err
+	}
+	a := &coll.Args{Send: s, Recv: d}
+	if ip {
+		a.Send, a.InPlace = nil, true
+	}
+	return c.collective(coll.Allgather, name, a)
+}
+
+// Allgatherv collects rank i's send (counts[i] elements) into every rank's
+// recv at displs[i] (MPI_Allgatherv). In place: each rank passes
+// recv[displs[Rank()]:][:counts[Rank()]] as send.
+func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
+	const name = "Allgatherv"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	bc, bd, err := bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d))
+	if err != nil {
+		return err
+	}
+	if me := c.pc.Rank; len(send) != counts[me] {
+		return countErr(c, name, "rank %d sends %d elements but counts[%d] is %d", me, len(send), me, counts[me])
+	}
+	ip, err := c.inPlace(name, s, d, bd[c.pc.Rank])
+	if err != nil {
+		return err
+	}
+	a := &coll.Args{Send: s, Recv: d, Counts: bc, Displs: bd}
+	if ip {
+		a.Send, a.InPlace = nil, true
+	}
+	return c.collective(coll.Allgatherv, name, a)
+}
+
+// Alltoall sends block j of send (len(send)/Size() elements) to rank j,
+// which receives it as block i of its recv (MPI_Alltoall). In place: the
+// same slice as send and recv.
+func Alltoall[T Elem](c *Comm, send, recv []T) error {
+	const name = "Alltoall"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	if len(send) != len(recv) || len(send)%c.pc.Size != 0 {
+		return countErr(c, name, "%d elements to send and %d to receive on %d ranks: want equal lengths, a multiple of the size",
+			len(send), len(recv), c.pc.Size)
+	}
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	ip, err := c.inPlace(name, s, d, 0)
+	if err != nil {
+		return err
+	}
+	a := &coll.Args{Send: s, Recv: d}
+	if ip {
+		a.Send, a.InPlace = nil, true
+	}
+	return c.collective(coll.Alltoall, name, a)
+}
+
+// Alltoallv sends sendCounts[j] elements at sendDispls[j] of send to rank
+// j, and receives recvCounts[j] elements from rank j at recvDispls[j] of
+// recv (MPI_Alltoallv). In place: the same slice as send and recv, laid
+// out by recvCounts and recvDispls; sendCounts and sendDispls are then
+// ignored.
+func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
+	const name = "Alltoallv"
+	if err := c.check(name); err != nil {
+		return err
+	}
+	size := datatype.Size[T]()
+	s, d := datatype.Bytes(send), datatype.Bytes(recv)
+	rc, rd, err := bytesOf(c, name, "receive", recvCounts, recvDispls, size, len(d))
+	if err != nil {
+		return err
+	}
+	a := &coll.Args{Send: s, Recv: d, Counts: rc, Displs: rd}
+	ip, err := c.inPlace(name, s, d, 0)
+	if err != nil {
+		return err
+	}
+	if ip {
+		a.Send, a.InPlace = nil, true
+		return c.collective(coll.Alltoallv, name, a)
+	}
+	if a.SendCounts, a.SendDispls, err = bytesOf(c, name, "send", sendCounts, sendDispls, size, len(s)); err != nil {
+		return err
+	}
+	return c.collective(coll.Alltoallv, name, a)
+}

@@ -1,0 +1,117 @@
+package mpi_test
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gompi/gompi/internal/collcheck"
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// collSizes are the communicator sizes of the collective tests.
+func collSizes() []int {
+	if testing.Short() {
+		return []int{1, 2, 3, 4, 5, 7, 8, 9, 16}
+	}
+	s := []int{65}
+	for n := 1; n <= 17; n++ {
+		s = append(s, n)
+	}
+	return s
+}
+
+// subComms returns the sub-communicators the suite also runs on: every
+// other rank, and a random half (the same on every rank: a fixed seed).
+func subComms(w *mpi.Comm) ([]*mpi.Comm, error) {
+	n := w.Size()
+	var even []int
+	for r := 0; r < n; r += 2 {
+		even = append(even, r)
+	}
+	rng := rand.New(rand.NewPCG(uint64(n), 7))
+	random := rng.Perm(n)[:max(1, n/2)]
+	var out []*mpi.Comm
+	for _, members := range [][]int{even, random} {
+		g, err := w.Group().Incl(members)
+		if err != nil {
+			return nil, err
+		}
+		sub, err := w.Create(g)
+		if err != nil {
+			return nil, err
+		}
+		if sub != nil {
+			out = append(out, sub)
+		}
+	}
+	return out, nil
+}
+
+// runCollSuite runs the collectives suite on the world and on
+// sub-communicators, at every size, with the given parameters.
+func runCollSuite(t *testing.T, o collcheck.Options, mca ...string) {
+	for _, n := range collSizes() {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			var opts []mpitest.Option
+			for i := 0; i+1 < len(mca); i += 2 {
+				opts = append(opts, mpitest.WithMCA(mca[i], mca[i+1]))
+			}
+			mpitest.Run(t, n, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				if err := collcheck.Run(w, o); err != nil {
+					return err
+				}
+				subs, err := subComms(w)
+				if err != nil {
+					return err
+				}
+				for _, s := range subs {
+					if err := collcheck.Run(s, o); err != nil {
+						return err
+					}
+					if err := s.Free(); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, opts...)
+		})
+	}
+}
+
+// Every collective, as selected by default, at sizes 1-17 and 65, on the
+// world and on sub-communicators from Comm.Create, matches the reference.
+func TestCollectives(t *testing.T) {
+	o := collcheck.Options{AllRoots: !testing.Short()}
+	if testing.Short() {
+		o.Counts = []int{0, 1, 7}
+	}
+	runCollSuite(t, o)
+}
+
+// basic alone fills every slot.
+func TestCollectivesBasicOnly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the default selection covers the suite")
+	}
+	runCollSuite(t, collcheck.Options{Counts: []int{0, 3, 100}}, "coll", "basic")
+}
+
+// coll=self on four ranks leaves every slot empty: Init fails, naming the
+// operations and why self declined.
+func TestCollSelectionErrors(t *testing.T) {
+	err := mpitest.RunErr(4, func(r *mpitest.Rank) error { return nil }, mpitest.WithMCA("coll", "self"))
+	if !errors.Is(err, mpierr.ErrComponentNotFound) {
+		t.Fatalf("coll=self on 4 ranks: %v, want ErrComponentNotFound", err)
+	}
+	for _, want := range []string{"no module fills barrier, bcast, reduce", "reduce_scatter_block", "self (communicator MPI_COMM_WORLD has 4 ranks"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the error does not say %q:\n%v", want, err)
+		}
+	}
+}
