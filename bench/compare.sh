@@ -25,6 +25,16 @@
 # mpi-anchors/summarize.py does (near: both < 120 ns, far: both > 150 ns)
 # and prints medians and gompi/Open MPI ratios.
 #
+# MODE=coll compares collectives instead: mpi-anchors/allreduce.c (Allreduce
+# of float64 sums at 8 B, 1 KiB, 64 KiB and 1 MiB, then Barrier) under Open
+# MPI (vader) and MPICH against gompi-bench allreduce and barrier (same
+# method, same sizes), at NPS ranks (default "2 4"): 2 ranks bound one per
+# core, 4 ranks on the 2 cores unbound on every side (Open MPI and gompi
+# then yield when idle; MPICH polls). SCALE multiplies allreduce.c's
+# iterations at 2 ranks, SCALE4 at more (default 1 and 0.05: MPICH's
+# polling makes 4 ranks on 2 cores slow). The tables come from
+# compare_coll_summary.py.
+#
 # A tool, not part of CI. Needs: go, gcc, python3, and the Debian packages
 # openmpi-bin libopenmpi-dev mpich libmpich-dev (mpi-anchors' build.sh builds
 # the MPICH variants too).
@@ -40,6 +50,8 @@
 #
 # Usage: bench/compare.sh            (about 6 minutes with REPS=5)
 #        python3 bench/compare_summary.py <OUT>   (the tables again)
+#        MODE=coll REPS=5 bench/compare.sh         (about 10 minutes)
+#        python3 bench/compare_coll_summary.py <OUT>
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -49,6 +61,10 @@ WORK="${WORK:-$HERE/.anchors}"
 REPS="${REPS:-5}"
 SIZES="${SIZES:-0,1,8,64,512,4k,32k,256k,1m,4m}"
 CONFIGS="${ONLY:-ompi-vader ompi-tcp gompi-shm gompi-shm-nollp gompi-tcp gompi-tcp-llp}"
+MODE="${MODE:-p2p}"
+NPS="${NPS:-2 4}"
+SCALE="${SCALE:-1}"
+SCALE4="${SCALE4:-0.05}"
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
 
@@ -59,6 +75,7 @@ for tool in go gcc python3 mpicc.openmpi mpirun.openmpi mpicc.mpich; do
     die "$tool not found; needs go, gcc, python3 and: apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev"
 done
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "REPS=$REPS: want a whole number of at least 1"
+[ "$MODE" = p2p ] || [ "$MODE" = coll ] || die "MODE=$MODE: accepted: p2p, coll"
 
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 OUT="${OUT:-$WORK/results/$STAMP}"
@@ -83,7 +100,7 @@ GBENCH="$WORK/bin/gompi-bench"
   mpirun.openmpi --version | head -1
   go version
   (cd "$REPO" && git describe --always --dirty 2>/dev/null) || true
-  echo "sizes: $SIZES; reps: $REPS; configurations: $CONFIGS"
+  echo "mode: $MODE; sizes: $SIZES; reps: $REPS; configurations: $CONFIGS; ranks (coll): $NPS"
 } >"$OUT/machine.txt" 2>&1
 
 # Both sides: 2 ranks, each bound to a core of its own.
@@ -113,6 +130,31 @@ gompi_cfg() {
     gompi-tcp-llp) echo "--mca btl self,shm,tcp --mca btl_shm_exclusivity 10 --mca btl_tcp_if_include lo" ;;
   esac
 }
+
+# coll NP: the collectives at NP ranks, every side, REPS times interleaved.
+coll() {
+  local np=$1 scale=$SCALE bind=(--bind-to core) mbind=(-bind-to core)
+  if [ "$np" -gt "$(nproc)" ]; then
+    scale=$SCALE4 bind=(--bind-to none) mbind=(-bind-to none)
+  fi
+  local ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" "${bind[@]}" --mca pml ob1 --mca btl vader,self)
+  local mpich=(mpiexec.mpich -n "$np" "${mbind[@]}")
+  local gompi=("$GMPIRUN" -np "$np" "${bind[@]}" --mca btl self,shm)
+  for r in $(seq 1 "$REPS"); do
+    run "ompi.np$np" "$r" "$OUT/coll.ompi.np$np.$r.txt" "${ompi[@]}" "$WORK/anchors/allreduce.ompi" "$scale"
+    run "mpich.np$np" "$r" "$OUT/coll.mpich.np$np.$r.txt" "${mpich[@]}" "$WORK/anchors/allreduce.mpich" "$scale"
+    run "gompi.np$np" "$r" "$OUT/coll.gompi.np$np.$r.allreduce.txt" "${gompi[@]}" "$GBENCH" allreduce --sizes 8,1k,64k,1m --scale "$scale" --probe
+    run "gompi.np$np" "$r" "$OUT/coll.gompi.np$np.$r.barrier.txt" "${gompi[@]}" "$GBENCH" barrier --scale "$scale" --probe
+  done
+}
+
+if [ "$MODE" = coll ]; then
+  "$GMPIRUN" -np 2 "$GBENCH" allreduce --sizes 8 --iterations 100 >/dev/null || die "gompi-bench does not run"
+  for np in $NPS; do coll "$np"; done
+  python3 "$HERE/compare_coll_summary.py" "$OUT" | tee "$OUT/tables.md"
+  echo "raw results: $OUT" >&2
+  exit 0
+fi
 
 # A warm-up of each side first: the first runs after a build or install are
 # slow.

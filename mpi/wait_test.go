@@ -115,7 +115,7 @@ func TestWaitPolicyFollowsTheJob(t *testing.T) {
 		return nil
 	}, mpitest.WithMCA("mpi_yield_when_idle", "no"))
 	mpitest.Run(t, 1, func(r *mpitest.Rank) error {
-		if p := r.WaitPolicy(); p.Yield || p.Spin != 20*time.Microsecond || p.SleepMax != 100*time.Millisecond {
+		if p := r.WaitPolicy(); p.Yield || p.Spin != 0 || p.YieldFor != 500*time.Microsecond || p.SleepMax != 100*time.Millisecond {
 			return errors.New("one rank yields, or the defaults changed: " + p.Why)
 		}
 		return nil

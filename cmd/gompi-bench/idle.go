@@ -9,7 +9,7 @@ import (
 )
 
 // Where the idle benchmark's other ranks wait.
-var idleWaits = []string{"recv", "wait", "finalize"}
+var idleWaits = []string{"recv", "wait", "finalize", "barrier"}
 
 // defaultLoops makes rank 0's loop take about 190 ms on the 2-core machines
 // gompi is measured on (0.9 ns per step).
@@ -26,7 +26,8 @@ func spin(n int) uint64 {
 }
 
 // idle is the oversubscription benchmark: rank 0 times a fixed CPU loop
-// while every other rank waits for it, in Recv, in Wait or in Finalize, then releases them. Run it with -np 1 for the loop's time alone:
+// while every other rank waits for it, in Recv, in Wait, in Barrier or in
+// Finalize, then releases them. Run it with -np 1 for the loop's time alone:
 // the ratio of the two is what waiting ranks cost the one that works.
 func idle(inst *mpi.Instance, o *options, w io.Writer) error {
 	c := inst.CommWorld()
@@ -45,6 +46,8 @@ func idle(inst *mpi.Instance, o *options, w io.Writer) error {
 			}
 			_, err = r.Wait()
 			return err
+		case "barrier":
+			return c.Barrier()
 		}
 		return nil // finalize: main's Finalize waits for rank 0
 	}
@@ -60,6 +63,9 @@ func idle(inst *mpi.Instance, o *options, w io.Writer) error {
 		if err := c.Send([]byte{1}, r, tagData); err != nil {
 			return err
 		}
+	}
+	if o.in == "barrier" {
+		return c.Barrier()
 	}
 	return nil
 }

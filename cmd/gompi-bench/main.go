@@ -5,7 +5,8 @@
 //	mpirun -np 2 gompi-bench latency [--sizes 0:4m] [--iterations N] [--warmup N] [--probe]
 //	mpirun -np 2 gompi-bench bw      [--sizes …] [--window 64] …
 //	mpirun -np 2 gompi-bench bibw    [--sizes …] [--window 64] …
-//	mpirun -np N gompi-bench idle    [--in recv|wait|finalize] [--loops N]
+//	mpirun -np N gompi-bench idle    [--in recv|wait|finalize|barrier] [--loops N]
+//	mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [--sizes 8,1k,64k,1m] [--scale F] [--probe]
 //
 // GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile of each rank to
 // prefix.<rank>.
@@ -23,6 +24,11 @@
 // ping-pong between ranks 0 and 1, in ns one-way) just before and after the
 // measurement: "# probe size=<n> pre=<ns> post=<ns>". The last comment line
 // gives rank 0's point-to-point counters (LLP hits, eager, rendezvous…).
+//
+// The collectives (barrier, bcast, reduce, allreduce, allgather, alltoall)
+// are measured as mpi-anchors/allreduce.c measures: every rank times its
+// calls back to back; the row is "<size> <avg> <min> <max>", the mean over
+// ranks of each rank's µs per call and the extremes.
 //
 // idle: rank 0 times a fixed CPU loop while the other ranks wait for it;
 // the row is "<ranks waiting> <ms>". Compare with -np 1 (the loop alone):
@@ -46,23 +52,32 @@ import (
 )
 
 const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
-       mpirun -np N gompi-bench idle [--in recv|wait|finalize] [--loops N]
+       mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [options]
+       mpirun -np N gompi-bench idle [--in recv|wait|finalize|barrier] [--loops N]
 
 Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
 
   latency        blocking ping-pong; one-way time = round trip / 2 (µs)
   bw             windowed non-blocking sends from rank 0 to rank 1, then an ack (MB/s = 10^6 B/s)
   bibw           both ranks send a window to each other at once (MB/s, both directions)
+  barrier, bcast, reduce, allreduce, allgather, alltoall
+                 collectives over every rank, as mpi-anchors/allreduce.c: the mean over
+                 ranks of each rank's time per call (µs), with the min and max; reduce
+                 and allreduce sum float64 (sizes in multiples of 8)
   idle           rank 0 times a fixed CPU loop while the others wait for it (ms); with -np 1,
                  the loop alone
 
 Options:
   --sizes LIST|MIN:MAX   message sizes in bytes: a comma-separated list, or every power of
                          two from MIN to MAX (0 first when MIN is 0); k and m suffixes are
-                         binary; at most 4m (default 0:4m)
+                         binary; at most 4m (default 0:4m; for the collectives
+                         8,1k,64k,1m, allreduce.c's; per rank for allgather and alltoall)
   --iterations N         timed iterations per size, at least 1 (default: by size, as
                          mpi-anchors/pingpong.c: 20000 up to 4 KiB ... 100 at 4 MiB for
-                         latency, 400 ... 4 for bw and bibw)
+                         latency, 400 ... 4 for bw and bibw; for the collectives
+                         allreduce.c's: 100000 at 8 B ... 500 at 1 MiB)
+  --scale F              collectives: multiply the default iterations by F, above 0
+                         (allreduce.c's scale argument; default 1)
   --warmup N             untimed iterations first, 0 or more (default: a tenth, at least 2)
   --window N             messages in flight per iteration of bw and bibw, 1 to 1024 (default 64)
   --comm world|incl      the communicator: the world (default), or one made by Comm.Create
@@ -70,7 +85,8 @@ Options:
                          mpi_use_sparse_groups=1 stores as a range when there are 4 or more
                          ranks (ranks other than 0 and 1 wait idle in either case)
   --in WAIT              idle: where the other ranks wait: recv (blocking Recv, the default),
-                         wait (Irecv then Wait), finalize (in Finalize's barrier)
+                         wait (Irecv then Wait), finalize (in Finalize's barrier), barrier
+                         (in Barrier, which rank 0 joins after its loop)
   --loops N              idle: steps of rank 0's loop, at least 1 (default 210000000, about
                          190 ms on the 2-core machines gompi is measured on)
   --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
@@ -89,23 +105,27 @@ const (
 	bw
 	bibw
 	idleKind
+	// The collectives; isColl relies on them coming last.
+	barrierKind
+	bcastKind
+	reduceKind
+	allreduceKind
+	allgatherKind
+	alltoallKind
 )
 
+var kindNames = [...]string{"latency", "bw", "bibw", "idle", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
+
 func (k benchKind) String() string {
-	return [...]string{"latency", "bw", "bibw", "idle"}[k]
+	return kindNames[k]
 }
 
 // kindOf names a benchmark.
 func kindOf(name string) (benchKind, bool) {
-	switch name {
-	case "latency":
-		return latency, true
-	case "bw":
-		return bw, true
-	case "bibw":
-		return bibw, true
-	case "idle":
-		return idleKind, true
+	for k, n := range kindNames {
+		if n == name {
+			return benchKind(k), true
+		}
 	}
 	return 0, false
 }
@@ -118,9 +138,10 @@ type options struct {
 	warmup     int // -1: a tenth of the iterations, at least 2
 	window     int
 	probe      bool
-	comm       string // "world" or "incl"
-	in         string // idle: where the others wait
-	loops      int    // idle: steps of rank 0's loop
+	scale      float64 // collectives: times the default iterations
+	comm       string  // "world" or "incl"
+	in         string  // idle: where the others wait
+	loops      int     // idle: steps of rank 0's loop
 }
 
 // usageError is a bad command line: the message says what was wrong and
@@ -134,9 +155,9 @@ func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(form
 // parseArgs parses "KIND [options]"; options take one or two dashes and
 // their value as the next word or after '='.
 func parseArgs(args []string) (*options, bool, error) {
-	o := &options{warmup: -1, window: 64, comm: "world", in: "recv", loops: defaultLoops}
+	o := &options{warmup: -1, window: 64, scale: 1, comm: "world", in: "recv", loops: defaultLoops}
 	var kindSet bool
-	sizes := "0:4m"
+	sizes := ""
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if !strings.HasPrefix(a, "-") {
@@ -145,7 +166,7 @@ func parseArgs(args []string) (*options, bool, error) {
 				if kindSet {
 					return nil, false, usagef("unexpected argument %q: give one benchmark, then options", a)
 				}
-				return nil, false, usagef("unknown benchmark %q: accepted: latency, bw, bibw, idle", a)
+				return nil, false, usagef("unknown benchmark %q: accepted: %s", a, strings.Join(kindNames[:], ", "))
 			}
 			o.kind, kindSet = k, true
 			continue
@@ -193,6 +214,16 @@ func parseArgs(args []string) (*options, bool, error) {
 				return nil, false, usagef("--loops %q: accepted: a whole number from 1 to 1000000000000", v)
 			}
 			o.loops = n
+		case "scale":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil || !(f > 0 && f <= 1e6) {
+				return nil, false, usagef("--scale %q: accepted: a number above 0, at most 1000000", v)
+			}
+			o.scale = f
 		case "comm":
 			v, err := value()
 			if err != nil {
@@ -230,11 +261,17 @@ func parseArgs(args []string) (*options, bool, error) {
 				o.window = n
 			}
 		default:
-			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --window, --comm, --probe, --in, --loops, --help", a)
+			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --help", a)
 		}
 	}
 	if !kindSet {
-		return nil, false, usagef("no benchmark: accepted: latency, bw, bibw, idle")
+		return nil, false, usagef("no benchmark: accepted: %s", strings.Join(kindNames[:], ", "))
+	}
+	if sizes == "" {
+		sizes = "0:4m"
+		if o.kind.isColl() {
+			sizes = defaultCollSizes
+		}
 	}
 	var err error
 	if o.sizes, err = parseSizes(sizes); err != nil {
@@ -344,9 +381,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		defer f.Close()
 		defer pprof.StopCPUProfile()
 	}
-	if o.kind == idleKind {
+	switch {
+	case o.kind == idleKind:
 		err = idle(inst, o, stdout)
-	} else {
+	case o.kind.isColl():
+		err = collBench(inst, o, stdout)
+	default:
 		err = bench(inst, o, stdout)
 	}
 	if ferr := inst.Finalize(); err == nil {

@@ -235,6 +235,14 @@ func (j *job) rankEnv(rank int) []string {
 	over := "0"
 	if j.o.np > j.cores {
 		over = "1"
+		// And the Go runtime of each rank runs on one thread at a time:
+		// with a processor per core in every rank, idle processors spin
+		// looking for goroutines and take the core from the rank being
+		// waited for (a 4-rank barrier on 2 cores: 8 µs instead of 25).
+		// A GOMAXPROCS the user set wins.
+		if _, ok := set["GOMAXPROCS"]; !ok {
+			put("GOMAXPROCS", "1")
+		}
 	}
 	put(rte.OversubscribedEnv, over)
 	out := make([]string, len(order))

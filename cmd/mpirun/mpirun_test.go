@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -364,5 +367,24 @@ func BenchmarkStartup(b *testing.B) {
 		if err != nil {
 			b.Fatalf("%v: %s", err, out)
 		}
+	}
+}
+
+// TestOversubscribedEnvironment: with more ranks than cores each rank is
+// told so, and its Go runtime gets one processor unless the user chose.
+func TestOversubscribedEnvironment(t *testing.T) {
+	np := strconv.Itoa(runtime.NumCPU() + 1)
+	show := "echo $GOMPI_OVERSUBSCRIBED/$GOMAXPROCS"
+	j := runJob(t, "-np", np, "sh", "-c", show)
+	if got := strings.Fields(j.Stdout.String()); j.Code != 0 || len(got) == 0 || slices.ContainsFunc(got, func(s string) bool { return s != "1/1" }) {
+		t.Errorf("-np %s: ranks saw %q (status %d), want 1/1 each", np, got, j.Code)
+	}
+	j = runJob(t, "-np", np, "-x", "GOMAXPROCS=3", "sh", "-c", show)
+	if got := strings.Fields(j.Stdout.String()); len(got) == 0 || slices.ContainsFunc(got, func(s string) bool { return s != "1/3" }) {
+		t.Errorf("-x GOMAXPROCS=3: ranks saw %q, want 1/3 each", got)
+	}
+	j = runJob(t, "-np", "1", "sh", "-c", show)
+	if got, want := strings.TrimSpace(j.Stdout.String()), "0/"+os.Getenv("GOMAXPROCS"); got != want {
+		t.Errorf("-np 1: the rank saw %q, want %q (not oversubscribed, GOMAXPROCS left alone)", got, want)
 	}
 }

@@ -40,9 +40,10 @@ var waitParams = []params.Def{{
 		"no (poll without end: the lowest latency where every rank has a core of its own), or auto (yes when the " +
 		"node runs more ranks than it has cores, as mpirun tells each rank)",
 }, {
-	Name: SpinParam, Type: params.Uint, Default: "20", Level: 5,
-	Help: "Microseconds a waiting rank polls before it starts yielding, when it yields (" + YieldParam + "): " +
-		"an answer that is near comes without a system call",
+	Name: SpinParam, Type: params.Uint, Default: "0", Level: 5,
+	Help: "Microseconds a waiting rank polls before it starts yielding, when it yields (" + YieldParam + "). " +
+		"0 by default: where ranks outnumber cores the peer waited for is likely not running, and polling only " +
+		"keeps it off the core (a 4-rank allreduce on 2 cores: 8 µs with 0, 75 µs with 20)",
 }, {
 	Name: YieldForParam, Type: params.Uint, Default: "500", Level: 5,
 	Help: "Microseconds a waiting rank then polls and yields the core between polls, before it sleeps until woken",
@@ -103,7 +104,7 @@ const (
 // bell only this process rings.
 func NewEngine(b *mca.Base, rt *rte.Runtime, progress func() int, busy func() bool) *Engine {
 	e := &Engine{progress: progress, busy: busy}
-	p := Policy{Spin: 20 * time.Microsecond, YieldFor: 500 * time.Microsecond, SleepMax: 100 * time.Millisecond}
+	p := Policy{YieldFor: 500 * time.Microsecond, SleepMax: 100 * time.Millisecond}
 	mode := int64(YieldAuto)
 	if b != nil {
 		mode = b.Lookup(YieldParam).Int()
