@@ -24,10 +24,12 @@ func TestMain(m *testing.M) {
 type row struct {
 	size  int
 	value float64
+	line  string
 }
 
 // parseTable reads OSU-style output: '#' comment lines, then "<size>
-// <value>" rows; anything else is an error.
+// <value>" rows (the collectives add min and max columns); anything else
+// is an error.
 func parseTable(t *testing.T, out string) (rows []row, comments []string) {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -38,15 +40,15 @@ func parseTable(t *testing.T, out string) (rows []row, comments []string) {
 			continue
 		}
 		f := strings.Fields(line)
-		if len(f) != 2 {
-			t.Fatalf("line %q is neither a comment nor a row of two columns:\n%s", line, out)
+		if len(f) != 2 && len(f) != 4 {
+			t.Fatalf("line %q is neither a comment nor a row of two or four columns:\n%s", line, out)
 		}
 		size, err1 := strconv.Atoi(f[0])
 		value, err2 := strconv.ParseFloat(f[1], 64)
 		if err1 != nil || err2 != nil {
 			t.Fatalf("row %q: %v %v", line, err1, err2)
 		}
-		rows = append(rows, row{size, value})
+		rows = append(rows, row{size, value, line})
 	}
 	return rows, comments
 }
@@ -96,6 +98,40 @@ func TestBenchmarks(t *testing.T) {
 	}
 }
 
+// The collectives print a row per size (one for barrier) with the mean,
+// min and max over ranks, the mean between the two; reductions check
+// their sum.
+func TestCollectiveBenchmarks(t *testing.T) {
+	for _, kind := range []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"} {
+		t.Run(kind, func(t *testing.T) {
+			out := mpirun(t, "-np", "3", bin.bench, kind, "--sizes", "8,1k,64k", "--iterations", "20", "--warmup", "2")
+			rows, comments := parseTable(t, out)
+			want := []int{8, 1024, 65536}
+			if kind == "barrier" {
+				want = []int{0}
+			}
+			if len(rows) != len(want) {
+				t.Fatalf("%d rows, want %d:\n%s", len(rows), len(want), out)
+			}
+			for i, r := range rows {
+				f := strings.Fields(r.line)
+				lo, _ := strconv.ParseFloat(f[2], 64)
+				hi, _ := strconv.ParseFloat(f[3], 64)
+				if r.size != want[i] || r.value <= 0 || lo > r.value || r.value > hi {
+					t.Errorf("row %q: want size %d and 0 < min <= avg <= max", r.line, want[i])
+				}
+			}
+			if joined := strings.Join(comments, "\n"); !strings.Contains(joined, "Avg (us)") || !strings.Contains(joined, "coll table of MPI_COMM_WORLD: barrier=") {
+				t.Errorf("comments do not name the unit and the slot table:\n%s", joined)
+			}
+		})
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run([]string{"allreduce", "--sizes", "12"}, &stdout, &stderr); code != 2 && !strings.Contains(stderr.String(), "not a multiple of 8") {
+		t.Errorf("allreduce of 12 bytes: status %d, %s", code, stderr.String())
+	}
+}
+
 // The command of the issue: mpirun builds the benchmark from its source
 // folder and runs it with the defaults; here with fewer iterations.
 func TestFromSource(t *testing.T) {
@@ -125,8 +161,9 @@ func TestBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no benchmark: accepted: latency, bw, bibw"},
+		{nil, "no benchmark: accepted: latency, bw, bibw, idle, barrier, bcast, reduce, allreduce, allgather, alltoall"},
 		{[]string{"pingpong"}, `unknown benchmark "pingpong": accepted: latency, bw, bibw`},
+		{[]string{"allreduce", "--scale", "0"}, `--scale "0": accepted: a number above 0`},
 		{[]string{"latency", "bw"}, "give one benchmark"},
 		{[]string{"latency", "--sizes", "x"}, "accepted: a comma-separated list of sizes, or MIN:MAX"},
 		{[]string{"latency", "--sizes", "8m"}, "from 0 to 4m"},
