@@ -127,7 +127,7 @@ func TestCollectiveBenchmarks(t *testing.T) {
 		})
 	}
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"allreduce", "--sizes", "12"}, &stdout, &stderr); code != 2 && !strings.Contains(stderr.String(), "not a multiple of 8") {
+	if code := run([]string{"allreduce", "--sizes", "12"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "not a multiple of 8") {
 		t.Errorf("allreduce of 12 bytes: status %d, %s", code, stderr.String())
 	}
 }
