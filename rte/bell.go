@@ -91,13 +91,37 @@ type Watcher interface {
 // when the Go scheduler next polls the network, which a process busy with
 // other ranks does only every 10 ms. A launcher of goroutine ranks makes one
 // per job and passes it in Options; processes have none.
+//
+// It also holds what components share among the goroutine ranks of the
+// process (Shared): mappings of the same shared-memory file, for one.
 type Neighborhood struct {
-	mu    sync.RWMutex
-	bells map[int]*Bell
+	mu     sync.RWMutex
+	bells  map[int]*Bell
+	shared map[any]any
 }
 
 // NewNeighborhood makes an empty neighborhood.
-func NewNeighborhood() *Neighborhood { return &Neighborhood{bells: map[int]*Bell{}} }
+func NewNeighborhood() *Neighborhood {
+	return &Neighborhood{bells: map[int]*Bell{}, shared: map[any]any{}}
+}
+
+// Shared returns the value the goroutine ranks of the process share under
+// key, made by mk at the first call; nil without a neighborhood (one rank
+// per process shares with nobody). Keys are the callers' own types, as
+// context keys are.
+func (n *Neighborhood) Shared(key any, mk func() any) any {
+	if n == nil {
+		return nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.shared[key]
+	if !ok {
+		v = mk()
+		n.shared[key] = v
+	}
+	return v
+}
 
 func (n *Neighborhood) join(rank int, b *Bell) {
 	n.mu.Lock()

@@ -111,6 +111,7 @@ type Runtime struct {
 
 	singleton *pmi.Server // the in-process server of a singleton
 	bell      *Bell
+	hood      *Neighborhood
 
 	mu        sync.Mutex
 	log       *mca.Logger
@@ -158,6 +159,7 @@ func Start(o Options) (*Runtime, error) {
 	}
 	rt.modex = newModex(rt)
 	rt.bell = NewBell(rt.job.ID, rt.job.Rank, rt.pmi.Lost(), o.Neighborhood)
+	rt.hood = o.Neighborhood
 	return rt, nil
 }
 
@@ -367,3 +369,7 @@ func (rt *Runtime) Abort(code int, msg string) error {
 // PMIBytesWritten is the number of bytes this process wrote to the PMI
 // connection.
 func (rt *Runtime) PMIBytesWritten() int64 { return rt.pmi.BytesWritten() }
+
+// Neighborhood returns the goroutine ranks of this process that the
+// launcher (mpitest) put together; nil in a process of its own.
+func (rt *Runtime) Neighborhood() *Neighborhood { return rt.hood }

@@ -28,6 +28,7 @@ type config struct {
 const pollBatch = 64
 
 type module struct {
+	owner shmem.Owner // the package's, with this process's shared mappings
 	attr  btl.Attributes
 	cfg   config
 	log   *mca.Logger
@@ -145,7 +146,7 @@ func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 }
 
 func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int, probed map[int]error) (*endpoint, error) {
-	ctl, err := owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
+	ctl, err := m.owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +279,7 @@ func (e *endpoint) send(tag btl.Tag, hdr, payload []byte) error {
 func (e *endpoint) connect() error {
 	m := e.m
 	size := int(m.cfg.ringSize)
-	box, err := owner.CreateBox(m.job, m.rank, e.rank, boxHeader+size)
+	box, err := m.owner.CreateBox(m.job, m.rank, e.rank, boxHeader+size)
 	if err != nil {
 		return err
 	}
@@ -380,7 +381,7 @@ func (m *module) openBox(ep *endpoint, src int, size uint64) (*inbox, error) {
 	if !validRingSize(size) {
 		return nil, fmt.Errorf("announced ring of %d bytes", size)
 	}
-	box, err := owner.OpenBox(m.job, src, m.rank, boxHeader+int(size))
+	box, err := m.owner.OpenBox(m.job, src, m.rank, boxHeader+int(size))
 	if err != nil {
 		return nil, err
 	}

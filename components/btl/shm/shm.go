@@ -201,6 +201,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		job: job.ID, rank: job.Rank, pid: os.Getpid(), node: job.NodeIndex, nodeOf: job.NodeOf,
 		localRanks: job.LocalRanks(job.NodeIndex),
 	}
+	m.owner = owner
+	m.owner.Maps = shmem.MapsFor(rt)
 	for i, r := range m.localRanks {
 		if r == job.Rank {
 			m.localIdx = i
@@ -208,7 +210,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	}
 	m.eps = make([]*endpoint, len(m.localRanks))
 	m.in = make([]*inbox, len(m.localRanks))
-	ctl, err := owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)})
+	ctl, err := m.owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)})
 	if err != nil {
 		return nil, err
 	}

@@ -77,7 +77,7 @@ func (o Owner) CreateBox(job string, src, dst, size int) (*Box, error) {
 // OpenBox maps the box from src to dst that src announced, of size bytes.
 // The caller checks its header, then adopts it.
 func (o Owner) OpenBox(job string, src, dst, size int) (*Box, error) {
-	seg, err := Open(o.BoxPath(job, src, dst), size)
+	seg, err := o.open(o.BoxPath(job, src, dst), size)
 	if err != nil {
 		return nil, err
 	}

@@ -120,7 +120,7 @@ func (o Owner) CreateCtl(job string, h CtlHeader) (*Ctl, error) {
 // needs any more, and logs it.
 func (o Owner) AttachCtl(log *mca.Logger, job string, size int, want CtlHeader, attachers int) (*Ctl, error) {
 	name := o.CtlPath(job, want.Rank)
-	seg, err := Open(name, size)
+	seg, err := o.open(name, size)
 	if err != nil {
 		return nil, fmt.Errorf("%s: control segment of rank %d: %w", o.Name, want.Rank, err)
 	}

@@ -70,6 +70,9 @@ type Owner struct {
 	// owner's rank ("ctl-%d"), and a box's, of the sender's and the
 	// receiver's ("box-%d-%d").
 	CtlFile, BoxFile string
+	// Maps, when set, shares each file's mapping with the other goroutine
+	// ranks of the process (MapsFor).
+	Maps *Maps
 }
 
 // CtlPath is the file of rank's control segment.
@@ -129,6 +132,8 @@ func RemoveJobFiles(jobID string) error {
 type Segment struct {
 	Name string
 	Mem  []byte
+	maps *Maps    // the cache its mapping is shared through, if any
+	m    *mapping // its mapping; nil for a segment made by hand
 }
 
 // Create makes a new file of size bytes, mode 0600, and maps it. The file
@@ -153,19 +158,28 @@ func (o Owner) Create(name string, size int) (*Segment, error) {
 			return nil, mpierr.Errorf(mpierr.ErrNoMem, "%s: sizing %s to %d bytes: %w", o.Name, name, size, err)
 		}
 	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		unix.Unlink(name)
+		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: fstat %s: %w", o.Name, name, err)
+	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		unix.Unlink(name)
 		return nil, mpierr.Errorf(mpierr.ErrNoMem, "%s: mapping %s: %w", o.Name, name, err)
 	}
-	return &Segment{Name: name, Mem: mem}, nil
+	return &Segment{Name: name, Mem: mem, maps: o.Maps, m: o.Maps.add(idOf(&st), mem)}, nil
 }
 
 // Open maps an existing file made by a peer, after checking that it is a
 // regular file of this user of exactly size bytes: a truncated or foreign
 // file is an error, not a fault on access. Its errors name the file;
 // callers say whose it is.
-func Open(name string, size int) (*Segment, error) {
+func Open(name string, size int) (*Segment, error) { return Owner{}.open(name, size) }
+
+// open is Open through the owner's Maps: a file another goroutine rank of
+// the process holds is not mapped again.
+func (o Owner) open(name string, size int) (*Segment, error) {
 	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, mpierr.Errorf(mpierr.ErrIntern, "opening %s: %w", name, err)
@@ -181,17 +195,25 @@ func Open(name string, size int) (*Segment, error) {
 	if st.Size != int64(size) {
 		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s has %d bytes, want %d", name, st.Size, size)
 	}
+	if e := o.Maps.lookup(idOf(&st), size); e != nil {
+		return &Segment{Name: name, Mem: e.mem, maps: o.Maps, m: e}, nil
+	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, mpierr.Errorf(mpierr.ErrNoMem, "mapping %s: %w", name, err)
 	}
-	return &Segment{Name: name, Mem: mem}, nil
+	return &Segment{Name: name, Mem: mem, maps: o.Maps, m: o.Maps.add(idOf(&st), mem)}, nil
 }
 
-// Unmap unmaps the segment, once; the file, if still there, stays.
+// Unmap unmaps the segment, once (a mapping shared through Maps goes with
+// its last segment); the file, if still there, stays.
 func (s *Segment) Unmap() {
 	if s != nil && s.Mem != nil {
-		unix.Munmap(s.Mem)
+		if s.m != nil {
+			s.maps.release(s.m)
+		} else {
+			unix.Munmap(s.Mem)
+		}
 		s.Mem = nil
 	}
 }

@@ -14,6 +14,7 @@ import (
 )
 
 type module struct {
+	owner    shmem.Owner // the package's, with this process's shared mappings
 	log      *mca.Logger
 	geo      geometry
 	capacity int // bytes of message a slot holds
@@ -81,7 +82,7 @@ func (m *module) AddProcs(ranks []int) ([]bool, error) {
 // attacher that completes the count (every card holder but its owner)
 // removes the file.
 func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int) (*peer, error) {
-	ctl, err := owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
+	ctl, err := m.owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +141,7 @@ func (m *module) Send(peer int, hdr, payload []byte) error {
 // connect makes the box to a peer and announces it in the peer's control
 // segment. Callers hold p.mu.
 func (m *module) connect(p *peer) (*outbox, error) {
-	box, err := owner.CreateBox(m.job, m.rank, p.rank, boxSize(m.geo))
+	box, err := m.owner.CreateBox(m.job, m.rank, p.rank, boxSize(m.geo))
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +259,7 @@ func (m *module) openBox(local, src int, g geometry) (*inbox, error) {
 	if !g.valid() {
 		return nil, fmt.Errorf("announced %d slots of %d bytes", g.slots, g.slotSize)
 	}
-	box, err := owner.OpenBox(m.job, src, m.rank, boxSize(g))
+	box, err := m.owner.OpenBox(m.job, src, m.rank, boxSize(g))
 	if err != nil {
 		return nil, err
 	}

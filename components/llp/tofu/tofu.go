@@ -131,6 +131,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 		localRanks: job.LocalRanks(job.NodeIndex),
 		peers:      make([]*peer, job.Size),
 	}
+	m.owner = owner
+	m.owner.Maps = shmem.MapsFor(rt)
 	for i, r := range m.localRanks {
 		if r == job.Rank {
 			m.localIdx = i
@@ -140,7 +142,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	m.in = make([]*inbox, len(m.localRanks))
 	empty := []*inbox{}
 	m.active.Store(&empty)
-	if m.ctl, err = owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)}); err != nil {
+	if m.ctl, err = m.owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)}); err != nil {
 		return nil, err
 	}
 	if err := owner.PublishCard(rt.Modex(), m.pid, m.ctl); err != nil {
