@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/internal/collcheck"
+	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -113,5 +114,76 @@ func TestCollSelectionErrors(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not say %q:\n%v", want, err)
 		}
+	}
+}
+
+// slotFrom reads which module fills op's slot from c's table.
+func slotFrom(c *mpi.Comm, op string) string {
+	for _, f := range strings.Fields(c.CollTable()) {
+		if k, v, _ := strings.Cut(f, "="); k == op {
+			return v
+		}
+	}
+	return ""
+}
+
+// checkOf maps a coll_tuned_<op>_algorithm parameter to the suite's check
+// of that operation.
+func checkOf(op string) string {
+	switch op {
+	case "allgatherv":
+		return "allgather"
+	case "alltoallv":
+		return "alltoall"
+	case "gatherv":
+		return "gather"
+	case "scatterv":
+		return "scatter"
+	case "exscan":
+		return "scan"
+	case "reduce_scatter", "reduce_scatter_block":
+		return "reducescatter"
+	}
+	return op
+}
+
+// Every algorithm that a coll_tuned_<op>_algorithm parameter can force
+// passes its operation's checks on the real stack, at sizes around powers
+// of two, with every root and with segments small enough to pipeline. The
+// algorithms come from the registry, so a new one is tested as soon as its
+// enum value exists.
+func TestForcedAlgorithms(t *testing.T) {
+	var forced int
+	sizes := []int{2, 3, 4, 5, 7, 8, 13, 16} // one rank is self's
+	if testing.Short() {
+		sizes = []int{3, 4, 7}
+	}
+	for _, p := range mca.Default().Params().Params() {
+		name := p.Name()
+		op, ok := strings.CutSuffix(strings.TrimPrefix(name, "coll_tuned_"), "_algorithm")
+		if !ok || !strings.HasPrefix(name, "coll_tuned_") {
+			continue
+		}
+		for _, v := range p.Def().Values {
+			if v.Name == "auto" {
+				continue
+			}
+			forced++
+			t.Run(op+"/"+v.Name, func(t *testing.T) {
+				for _, n := range sizes {
+					mpitest.Run(t, n, func(r *mpitest.Rank) error {
+						o := collcheck.Options{Only: []string{checkOf(op)}, AllRoots: true, Counts: []int{0, 1, 5, 300}}
+						w := r.CommWorld()
+						if from := slotFrom(w, op); from != "tuned" {
+							return fmt.Errorf("%s comes from %s, not tuned", op, from)
+						}
+						return collcheck.Run(w, o)
+					}, mpitest.WithMCA(name, v.Name), mpitest.WithMCA("coll_tuned_bcast_segment_size", "1024"))
+				}
+			})
+		}
+	}
+	if forced == 0 {
+		t.Fatal("no coll_tuned_<op>_algorithm parameter has a value to force: is tuned registered?")
 	}
 }

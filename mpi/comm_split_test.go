@@ -79,7 +79,6 @@ func TestSplitAndDup(t *testing.T) {
 	}
 }
 
-
 // isolation sends a message with tag 5 to the next rank on the parent, on
 // a Dup of the parent and on sub (when not nil), all before any receive;
 // each receive, posted in the opposite order, must get its own

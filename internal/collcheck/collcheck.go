@@ -25,6 +25,8 @@ type Options struct {
 	// AllRoots runs rooted collectives from every root; otherwise from 0,
 	// the middle rank and the last.
 	AllRoots bool
+	// Only names the checks to run (Checks' names); nil runs them all.
+	Only []string
 }
 
 func (o *Options) counts() []int {
@@ -69,6 +71,9 @@ var Checks = []Check{
 // Run runs the checks on c; the error names the check.
 func Run(c *mpi.Comm, o Options) error {
 	for _, ch := range Checks {
+		if o.Only != nil && !slices.Contains(o.Only, ch.Name) {
+			continue
+		}
 		if err := ch.Run(c, &o); err != nil {
 			return fmt.Errorf("collcheck %s on %s (%d ranks), rank %d: %w", ch.Name, c.Name(), c.Size(), c.Rank(), err)
 		}
