@@ -99,7 +99,11 @@ func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 	if err := c.check(name); err != nil {
 		return err
 	}
-	if err := c.coll.Call(op, collComm{c}, a); err != nil {
+	var cc coll.Comm = collComm{c}
+	if c.local != nil {
+		cc = interColl{collComm{c}}
+	}
+	if err := c.coll.Call(op, cc, a); err != nil {
 		return fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}
 	return nil
@@ -108,6 +112,13 @@ func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 func (c *Comm) checkRoot(name string, root int) error {
 	if err := c.check(name); err != nil {
 		return err
+	}
+	if c.IsInter() {
+		if root != Root && root != ProcNull && (root < 0 || root >= c.pc.Size) {
+			return mpierr.Errorf(mpierr.ErrRoot, "mpi: %s on %s: root %d: accepted on an intercommunicator: Root, ProcNull, or 0 to %d",
+				name, c.name, root, c.pc.Size-1)
+		}
+		return nil
 	}
 	if root < 0 || root >= c.pc.Size {
 		return mpierr.Errorf(mpierr.ErrRoot, "mpi: %s on %s: root %d: accepted: 0 to %d", name, c.name, root, c.pc.Size-1)

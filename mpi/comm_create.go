@@ -89,7 +89,7 @@ func (c *Comm) agreeCID() (int, error) {
 // calls it with the same group. Members get the new communicator; the other
 // ranks get nil (MPI_COMM_NULL) and no error.
 func (c *Comm) Create(g *Group) (*Comm, error) {
-	if err := c.check("Create"); err != nil {
+	if err := c.intraOnly("Create"); err != nil {
 		return nil, err
 	}
 	if err := g.check("Comm.Create"); err != nil {
@@ -145,6 +145,11 @@ func (c *Comm) Free() error {
 	}
 	if err := c.inst.p2p.pml.DelComm(&c.pc); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
+	}
+	if c.local != nil {
+		if err := c.local.Free(); err != nil {
+			return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
+		}
 	}
 	c.inst.p2p.cids.set(int(c.pc.CID), false)
 	c.freed.Store(true)

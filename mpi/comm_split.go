@@ -15,7 +15,7 @@ const SplitShared = 1
 // Dup makes a communicator of the same group with a context of its own
 // (MPI_Comm_dup): its messages never match the parent's. Collective over c.
 func (c *Comm) Dup() (*Comm, error) {
-	if err := c.check("Dup"); err != nil {
+	if err := c.intraOnly("Dup"); err != nil {
 		return nil, err
 	}
 	cid, err := c.agreeCID()
@@ -35,7 +35,7 @@ func (c *Comm) Dup() (*Comm, error) {
 // rank in c. A rank that passes Undefined takes part and gets nil. Colors
 // are 0 or more. Collective over c.
 func (c *Comm) Split(color, key int) (*Comm, error) {
-	if err := c.check("Split"); err != nil {
+	if err := c.intraOnly("Split"); err != nil {
 		return nil, err
 	}
 	if color < 0 && color != Undefined {
@@ -48,7 +48,7 @@ func (c *Comm) Split(color, key int) (*Comm, error) {
 // (MPI_Comm_split_type): with SplitShared, the ranks of one node. Undefined
 // as splitType gives nil, as Split's Undefined color does.
 func (c *Comm) SplitType(splitType, key int) (*Comm, error) {
-	if err := c.check("SplitType"); err != nil {
+	if err := c.intraOnly("SplitType"); err != nil {
 		return nil, err
 	}
 	color := Undefined

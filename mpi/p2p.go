@@ -210,6 +210,10 @@ type Comm struct {
 	freed atomic.Bool
 	// coll is the communicator's table of collectives (coll.go).
 	coll *coll.Table
+	// local is, on an intercommunicator, a communicator of the local group
+	// with a context of its own, for the local phases of collectives; nil
+	// on an intracommunicator.
+	local *Comm
 }
 
 // newComm makes a communicator over g with a context id and tells the PML.
@@ -232,10 +236,20 @@ func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, erro
 func (c *Comm) Rank() int { return c.pc.Rank }
 
 // Size returns the number of processes in the communicator.
-func (c *Comm) Size() int { return c.pc.Size }
+func (c *Comm) Size() int {
+	if c.pc.Local != nil {
+		return c.pc.Local.Size()
+	}
+	return c.pc.Size
+}
 
 // Group returns a new handle to the communicator's group (MPI_Comm_group).
-func (c *Comm) Group() *Group { return newGroup(c.inst.groups.ops, c.pc.Group) }
+func (c *Comm) Group() *Group {
+	if c.pc.Local != nil {
+		return newGroup(c.inst.groups.ops, c.pc.Local)
+	}
+	return newGroup(c.inst.groups.ops, c.pc.Group)
+}
 
 // Name returns the communicator's name (MPI_COMM_WORLD, MPI_COMM_SELF).
 func (c *Comm) Name() string { return c.name }

@@ -183,6 +183,33 @@ type Comm interface {
 	LLP() bool
 }
 
+// Inter is what an algorithm sees of an intercommunicator. Rank and Size
+// are the local group's; Send, Recv, Isend and Irecv address ranks of the
+// remote group.
+type Inter interface {
+	Comm
+	// RemoteSize is the size of the remote group.
+	RemoteSize() int
+	// Local is the local group as a communicator of its own, with a
+	// context of its own, for the local phases of an algorithm.
+	Local() Comm
+}
+
+// InterComponent is implemented by components that have algorithms for
+// intercommunicators; only they are asked for one (ResolveInter).
+type InterComponent interface {
+	QueryInter(b *mca.Base, comm Inter) (priority int, m Module, err error)
+}
+
+// Root and ProcNull are the roots of a rooted operation on an
+// intercommunicator: the root passes Root, the other ranks of its group
+// ProcNull, and the ranks of the other group the root's rank there
+// (MPI_ROOT and MPI_PROC_NULL, Open MPI's values).
+const (
+	Root     = -4
+	ProcNull = -2
+)
+
 // Tag is the tag of an operation's messages; phase tells apart the
 // messages of an algorithm's phases where their order between a pair
 // could otherwise be confused. Tags are negative: the PML reserves them for
@@ -267,6 +294,42 @@ func Resolve(b *mca.Base, comm Comm) (*Table, error) {
 	return t, nil
 }
 
+// ResolveInter is Resolve for an intercommunicator: it asks only the
+// components that implement InterComponent. Slots nobody fills are
+// allowed (MPI defines fewer operations there than gompi implements):
+// calling one is an ErrUnsupportedOp error. At least barrier must be
+// filled.
+func ResolveInter(b *mca.Base, comm Inter) (*Table, error) {
+	sel, rep, err := mca.SelectReport(b, Framework, func(c mca.Component) (int, Module, error) {
+		ic, ok := c.(InterComponent)
+		if !ok {
+			return 0, nil, mca.Decline("no intercommunicator algorithms")
+		}
+		return ic.QueryInter(b, comm)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("coll: intercommunicator %s: %w", comm.Name(), err)
+	}
+	t := &Table{modules: sel}
+	for op := Op(0); op < NumOps; op++ {
+		for _, s := range sel {
+			if f := s.Module.Func(op); f != nil {
+				t.fns[op], t.from[op] = f, s.Entry.Info.Name
+				break
+			}
+		}
+	}
+	if t.fns[Barrier] == nil {
+		t.Close()
+		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound,
+			"coll: intercommunicator %s: no module fills barrier; declined: %s; excluded: %s", comm.Name(), listOrNone(rep.Declined), listOrNone(rep.Excluded))
+	}
+	if log := b.Logger("coll"); log.V(mca.VerboseComponent) {
+		log.Log(mca.VerboseComponent, "slot table", "comm", comm.Name(), "size", comm.Size(), "remote_size", comm.RemoteSize(), "table", t.String())
+	}
+	return t, nil
+}
+
 func listOrNone(s []string) string {
 	if len(s) == 0 {
 		return "none"
@@ -277,6 +340,9 @@ func listOrNone(s []string) string {
 // Call runs op on c.
 func (t *Table) Call(op Op, c Comm, a *Args) error {
 	a.Op = op
+	if t.fns[op] == nil {
+		return mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll: %s is not implemented on intercommunicators", op)
+	}
 	return t.fns[op](c, a)
 }
 
@@ -288,7 +354,11 @@ func (t *Table) From(op Op) string { return t.from[op] }
 func (t *Table) String() string {
 	parts := make([]string, NumOps)
 	for op := Op(0); op < NumOps; op++ {
-		parts[op] = op.String() + "=" + t.from[op]
+		from := t.from[op]
+		if from == "" {
+			from = "none"
+		}
+		parts[op] = op.String() + "=" + from
 	}
 	return strings.Join(parts, " ")
 }

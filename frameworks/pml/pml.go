@@ -107,7 +107,13 @@ type Comm struct {
 	// with Group.World on every message.
 	Group *group.Group
 	// Rank is this process's rank in Group, and Size the group's size.
+	// On an intercommunicator (Local set) Group is the remote group, in
+	// which peers are addressed, Size its size, and Rank this process's
+	// rank in Local: what the remote side sees as the source.
 	Rank, Size int
+	// Local is an intercommunicator's local group; nil on an
+	// intracommunicator.
+	Local *group.Group
 	// State is the PML's per-communicator state, set by AddComm.
 	State any
 }

@@ -73,8 +73,12 @@ type inMsg struct {
 }
 
 func (m *module) AddComm(pc *pml.Comm) error {
-	if pc.Group == nil || pc.Size != pc.Group.Size() || pc.Rank < 0 || pc.Rank >= pc.Size {
-		return mpierr.Errorf(mpierr.ErrComm, "ob1: communicator %d: rank %d of %d does not fit its group", pc.CID, pc.Rank, pc.Size)
+	local := pc.Size
+	if pc.Local != nil {
+		local = pc.Local.Size()
+	}
+	if pc.Group == nil || pc.Size != pc.Group.Size() || pc.Rank < 0 || pc.Rank >= local {
+		return mpierr.Errorf(mpierr.ErrComm, "ob1: communicator %d: rank %d of %d does not fit its group", pc.CID, pc.Rank, local)
 	}
 	c := &comm{
 		pc: pc, cid: pc.CID, group: pc.Group, rank: pc.Rank, size: pc.Size,

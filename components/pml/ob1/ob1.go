@@ -207,7 +207,7 @@ func (m *module) LLPReaches(pc *pml.Comm) bool {
 		return false
 	}
 	for r := 0; r < pc.Size; r++ {
-		if r != pc.Rank && m.llpOf[pc.Group.World(r)] == nil {
+		if (pc.Local != nil || r != pc.Rank) && m.llpOf[pc.Group.World(r)] == nil {
 			return false
 		}
 	}
