@@ -113,6 +113,32 @@ func (c *Catalog) RegisterProject(p *Project) {
 	}
 }
 
+// RegisterProjectParams adds parameters to a project registered before:
+// for the package that owns a project's parameters when another registered
+// the project (mpi's, which mca registers). It panics on an unknown project
+// or a frozen catalogue.
+func RegisterProjectParams(project string, defs ...params.Def) {
+	defaultCatalog.RegisterProjectParams(project, defs...)
+}
+
+// RegisterProjectParams is the package function on this catalogue.
+func (c *Catalog) RegisterProjectParams(project string, defs ...params.Def) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.projects[project]
+	switch {
+	case c.frozen:
+		panic(fmt.Sprintf("mca: parameters of project %q: the catalogue is frozen", project))
+	case p == nil:
+		panic(fmt.Sprintf("mca: parameters of project %q: no such project", project))
+	}
+	for _, d := range defs {
+		d.Framework, d.Component = project, ""
+		p.Params = append(p.Params, d)
+		c.reg.Register(d)
+	}
+}
+
 // RegisterFramework adds a framework and its base parameters. It panics on a
 // malformed declaration, a duplicate, or a frozen catalogue.
 func (c *Catalog) RegisterFramework(fw *Framework) {

@@ -30,10 +30,18 @@ func (s *cidSet) lowestFreeFrom(from int) int {
 	return -1
 }
 
-func (s *cidSet) isFree(c int) bool {
+// reserve marks c used if it is free, and reports whether it was: an
+// agreement holds its candidate while it asks the others, so that another
+// agreement running at the same time in this process (CreateGroups with
+// different tags) cannot take it too.
+func (s *cidSet) reserve(c int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return c >= 2 && c <= maxCID && !s.used[c]
+	if c < 2 || c > maxCID || s.used[c] {
+		return false
+	}
+	s.used[c] = true
+	return true
 }
 
 func (s *cidSet) set(c int, used bool) {
@@ -72,13 +80,19 @@ func (c *Comm) agreeCID() (int, error) {
 		if cid > maxCID {
 			return 0, mpierr.Errorf(mpierr.ErrIntern, "mpi: no free context id: %d communicators exist", maxCID+1)
 		}
-		_, allFree, err := c.reduceMaxAll(cid, ids.isFree(cid))
+		held := ids.reserve(cid)
+		_, allFree, err := c.reduceMaxAll(cid, held)
 		if err != nil {
+			if held {
+				ids.set(cid, false)
+			}
 			return 0, err
 		}
 		if allFree {
-			ids.set(cid, true)
 			return cid, nil
+		}
+		if held {
+			ids.set(cid, false)
 		}
 		from = cid + 1
 	}

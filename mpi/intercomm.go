@@ -250,21 +250,24 @@ func (c *Comm) agreeCIDAcross(b bridge) (int, error) {
 		if cid > maxCID {
 			return 0, mpierr.Errorf(mpierr.ErrIntern, "mpi: no free context id: %d communicators exist", maxCID+1)
 		}
-		_, freeHere, err := c.reduceMaxAll(cid, ids.isFree(cid))
-		if err != nil {
-			return 0, err
-		}
+		held := ids.reserve(cid)
+		_, freeHere, err := c.reduceMaxAll(cid, held)
 		notFree := int64(1)
 		if freeHere {
 			notFree = 0
 		}
-		there, err := b.exchange([]int64{notFree})
+		var there []int64
+		if err == nil {
+			there, err = b.exchange([]int64{notFree})
+		}
+		if err == nil && freeHere && there[0] == 0 {
+			return cid, nil
+		}
+		if held {
+			ids.set(cid, false)
+		}
 		if err != nil {
 			return 0, err
-		}
-		if freeHere && there[0] == 0 {
-			ids.set(cid, true)
-			return cid, nil
 		}
 		from = cid + 1
 	}
