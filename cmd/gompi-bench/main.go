@@ -6,6 +6,7 @@
 //	mpirun -np 2 gompi-bench bw      [--sizes …] [--window 64] …
 //	mpirun -np 2 gompi-bench bibw    [--sizes …] [--window 64] …
 //	mpirun -np N gompi-bench idle    [--in recv|wait|finalize|barrier] [--loops N]
+//	mpirun -np N gompi-bench commcreate [--iterations N]   (or gompi-bench commcreate --goroutines N)
 //	mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [--sizes 8,1k,64k,1m] [--scale F] [--probe]
 //
 // GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile of each rank to
@@ -54,6 +55,8 @@ import (
 const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
        mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [options]
        mpirun -np N gompi-bench idle [--in recv|wait|finalize|barrier] [--loops N]
+       mpirun -np N gompi-bench commcreate [--iterations N]
+       gompi-bench commcreate --goroutines N [--iterations N]
 
 Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
 
@@ -64,6 +67,9 @@ Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
                  collectives over every rank, as mpi-anchors/allreduce.c: the mean over
                  ranks of each rank's time per call (µs), with the min and max; reduce
                  and allreduce sum float64 (sizes in multiples of 8)
+  commcreate     time per call of Dup, Split, Create and CreateGroup (then Free), and messages
+                 sent per rank; CreateGroup with mpi_comm_create_group_algorithm, or with
+                 --goroutines N each algorithm in turn over N goroutine ranks of one process
   idle           rank 0 times a fixed CPU loop while the others wait for it (ms); with -np 1,
                  the loop alone
 
@@ -89,6 +95,8 @@ Options:
                          (in Barrier, which rank 0 joins after its loop)
   --loops N              idle: steps of rank 0's loop, at least 1 (default 210000000, about
                          190 ms on the 2-core machines gompi is measured on)
+  --goroutines N         commcreate: run N goroutine ranks in this process (1 to 1024) instead
+                         of the processes mpirun started
   --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
                          one-way) before and after each size; needs them on one node
   -h, --help             print this help
@@ -105,6 +113,7 @@ const (
 	bw
 	bibw
 	idleKind
+	commCreateKind
 	// The collectives; isColl relies on them coming last.
 	barrierKind
 	bcastKind
@@ -114,7 +123,7 @@ const (
 	alltoallKind
 )
 
-var kindNames = [...]string{"latency", "bw", "bibw", "idle", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
+var kindNames = [...]string{"latency", "bw", "bibw", "idle", "commcreate", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
 
 func (k benchKind) String() string {
 	return kindNames[k]
@@ -142,6 +151,7 @@ type options struct {
 	comm       string  // "world" or "incl"
 	in         string  // idle: where the others wait
 	loops      int     // idle: steps of rank 0's loop
+	goroutines int     // commcreate: goroutine ranks of this process instead of mpirun's
 }
 
 // usageError is a bad command line: the message says what was wrong and
@@ -224,6 +234,16 @@ func parseArgs(args []string) (*options, bool, error) {
 				return nil, false, usagef("--scale %q: accepted: a number above 0, at most 1000000", v)
 			}
 			o.scale = f
+		case "goroutines":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1024 {
+				return nil, false, usagef("--goroutines %q: accepted: a whole number from 1 to 1024", v)
+			}
+			o.goroutines = n
 		case "comm":
 			v, err := value()
 			if err != nil {
@@ -261,7 +281,7 @@ func parseArgs(args []string) (*options, bool, error) {
 				o.window = n
 			}
 		default:
-			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --help", a)
+			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --goroutines, --help", a)
 		}
 	}
 	if !kindSet {
@@ -360,6 +380,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			time.Sleep(500 * time.Millisecond)
 		}
 		return 2
+	}
+	if o.kind == commCreateKind {
+		// It starts its own instances: goroutine ranks, or this process's.
+		if err := commCreate(o, stdout); err != nil {
+			fmt.Fprintf(stderr, "gompi-bench: commcreate: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	inst, err := mpi.Init()
 	if err != nil {
