@@ -25,6 +25,7 @@ const (
 	ErrNoMem         = mpierr.ErrNoMem
 	ErrUnsupportedOp = mpierr.ErrUnsupportedOp
 	ErrProcAborted   = mpierr.ErrProcAborted
+	ErrProcFailed    = mpierr.ErrProcFailed
 )
 
 // ErrorClass returns the MPI class of err: mpierr.Success for nil,

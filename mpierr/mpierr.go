@@ -21,7 +21,8 @@ import (
 // error chain and be matched with errors.Is.
 type Class int
 
-// The MPI error classes gompi uses, numbered as in Open MPI's mpi.h.
+// The MPI error classes gompi uses, numbered as in Open MPI 5's mpi.h
+// (whose process-failure classes are ULFM's).
 const (
 	Success              Class = 0
 	ErrBuffer            Class = 1
@@ -50,10 +51,11 @@ const (
 	ErrSpawn             Class = 50
 	ErrUnsupportedOp     Class = 52
 	ErrProcAborted       Class = 74
-	ErrValueTooLarge     Class = 75
+	ErrProcFailed        Class = 75 // a peer the operation needs has died
 	ErrSession           Class = 78
-	ErrUnsupportedParam  Class = 79 // gompi: a configuration value that cannot be honoured
-	ErrComponentNotFound Class = 80 // gompi: selection found no usable component
+	ErrValueTooLarge     Class = 79
+	ErrUnsupportedParam  Class = 90 // gompi: a configuration value that cannot be honoured
+	ErrComponentNotFound Class = 91 // gompi: selection found no usable component
 )
 
 var names = map[Class]struct{ name, text string }{
@@ -84,6 +86,7 @@ var names = map[Class]struct{ name, text string }{
 	ErrSpawn:             {"MPI_ERR_SPAWN", "could not spawn processes"},
 	ErrUnsupportedOp:     {"MPI_ERR_UNSUPPORTED_OPERATION", "operation not supported"},
 	ErrProcAborted:       {"MPI_ERR_PROC_ABORTED", "a process aborted"},
+	ErrProcFailed:        {"MPI_ERR_PROC_FAILED", "a process failed"},
 	ErrValueTooLarge:     {"MPI_ERR_VALUE_TOO_LARGE", "value too large"},
 	ErrSession:           {"MPI_ERR_SESSION", "invalid session"},
 	ErrUnsupportedParam:  {"GOMPI_ERR_PARAM", "invalid MCA parameter"},

@@ -116,6 +116,11 @@ type Runtime struct {
 	mu        sync.Mutex
 	log       *mca.Logger
 	finalized bool
+
+	failMu   sync.Mutex
+	me, size int              // the job's, for the reader goroutine
+	failed   []int            // ranks the launcher reported dead, in order
+	onFailed []func(rank int) // who to tell
 }
 
 // ErrForeignLauncher is returned by Start when the environment shows a
@@ -127,7 +132,7 @@ func Start(o Options) (*Runtime, error) {
 	env := envMap(o.Env)
 	rt := &Runtime{}
 	var err error
-	copts := pmi.ClientOptions{OnLost: o.OnLost}
+	copts := pmi.ClientOptions{OnLost: o.OnLost, OnProcFailed: rt.procFailed}
 	switch {
 	case o.PMI != nil:
 		rank, size, rerr := rankSize(env)
@@ -157,6 +162,9 @@ func Start(o Options) (*Runtime, error) {
 		rt.pmi.Close()
 		return nil, err
 	}
+	rt.failMu.Lock()
+	rt.me, rt.size = rt.job.Rank, rt.job.Size
+	rt.failMu.Unlock()
 	rt.modex = newModex(rt)
 	rt.bell = NewBell(rt.job.ID, rt.job.Rank, rt.pmi.Lost(), o.Neighborhood)
 	rt.hood = o.Neighborhood
@@ -373,3 +381,49 @@ func (rt *Runtime) PMIBytesWritten() int64 { return rt.pmi.BytesWritten() }
 // Neighborhood returns the goroutine ranks of this process that the
 // launcher (mpitest) put together; nil in a process of its own.
 func (rt *Runtime) Neighborhood() *Neighborhood { return rt.hood }
+
+// procFailed is the launcher's notice that rank died while the job goes on
+// (mpirun --enable-recovery).
+func (rt *Runtime) procFailed(rank int) {
+	rt.failMu.Lock()
+	if rank >= rt.size || rank == rt.me {
+		rt.failMu.Unlock()
+		return
+	}
+	for _, r := range rt.failed {
+		if r == rank {
+			rt.failMu.Unlock()
+			return
+		}
+	}
+	rt.failed = append(rt.failed, rank)
+	fns := append([]func(int){}, rt.onFailed...)
+	rt.failMu.Unlock()
+	if log := rt.logger(); log != nil {
+		log.Warn("the launcher reports a rank dead; the job goes on without it", "dead", rank)
+	}
+	for _, f := range fns {
+		f(rank)
+	}
+}
+
+// OnProcFailed registers f to be told of every rank the launcher reports
+// dead, those reported already included (at once, from this goroutine).
+// The PML fails what is pending on such a rank with a process-failure
+// error.
+func (rt *Runtime) OnProcFailed(f func(rank int)) {
+	rt.failMu.Lock()
+	rt.onFailed = append(rt.onFailed, f)
+	past := append([]int{}, rt.failed...)
+	rt.failMu.Unlock()
+	for _, r := range past {
+		f(r)
+	}
+}
+
+// Failed returns the ranks the launcher has reported dead.
+func (rt *Runtime) Failed() []int {
+	rt.failMu.Lock()
+	defer rt.failMu.Unlock()
+	return append([]int{}, rt.failed...)
+}

@@ -354,6 +354,13 @@ func (j *job) run() int {
 				if failed || aborted[ev.rank] {
 					continue
 				}
+				if j.o.recovery && j.died(ev.rank, ev.status, rs) {
+					if status == 0 {
+						status = deathStatus(ev.status)
+					}
+					j.srv.Failed(ev.rank)
+					continue
+				}
 				switch ws := ev.status; {
 				case ws.Signaled():
 					fail(128+int(ws.Signal()), "rank %d (pid %d) exited on signal %d (%s)", ev.rank, rs.pid, int(ws.Signal()), signalName(ws.Signal()))
@@ -385,6 +392,35 @@ func (j *job) run() int {
 		j.reportModex()
 	}
 	return status
+}
+
+// died reports whether a rank's exit is a death that --enable-recovery
+// survives (a signal, a non-zero code, or no Finalize), and says so.
+func (j *job) died(rank int, ws syscall.WaitStatus, rs *rankState) bool {
+	var how string
+	switch {
+	case ws.Signaled():
+		how = fmt.Sprintf("exited on signal %d (%s)", int(ws.Signal()), signalName(ws.Signal()))
+	case ws.ExitStatus() != 0:
+		how = fmt.Sprintf("exited with code %d", ws.ExitStatus())
+	case rs.initialized && !rs.finalized:
+		how = "exited with code 0 without calling Finalize"
+	default:
+		return false
+	}
+	j.logf("rank %d (pid %d) %s; --enable-recovery: the other ranks are told and go on", rank, rs.pid, how)
+	return true
+}
+
+// deathStatus is mpirun's exit status for a rank's death.
+func deathStatus(ws syscall.WaitStatus) int {
+	switch {
+	case ws.Signaled():
+		return 128 + int(ws.Signal())
+	case ws.ExitStatus() != 0:
+		return ws.ExitStatus()
+	}
+	return 1
 }
 
 func signalName(s syscall.Signal) string {

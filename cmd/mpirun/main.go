@@ -3,12 +3,16 @@
 //
 //	mpirun -np 4 [--mca name value]… [-x VAR[=value]]… [--bind-to core|none]
 //	       [--oversubscribe] [--tag-output] [--timeout S] [--report-modex]
-//	       program [args…]
+//	       [--enable-recovery] program [args…]
 //
 // A program that is a directory of Go source is built first. When a rank
 // fails (non-zero exit, a signal, Abort, or exit without Finalize), the other
 // ranks are ended within two seconds and mpirun exits with the rank's code
-// (128+signal for a signal). Each rank runs in its own process group; a
+// (128+signal for a signal). With --enable-recovery (Open MPI 5's flag) a
+// rank that dies does not end the job: the others are told, their
+// operations with it fail with MPI_ERR_PROC_FAILED, and mpirun exits with
+// the dead rank's code once the survivors are done (Abort still ends the
+// job). Each rank runs in its own process group; a
 // watchdog process ends every rank's group if mpirun itself is killed.
 package main
 
@@ -35,6 +39,8 @@ Starts a gompi job on this host.
   --tag-output              prefix every output line with [rank]
   --timeout <seconds>       end the job after this long (exit status 124)
   --report-modex            print what the modex put on the PMI wire at the end
+  --enable-recovery         a rank that dies does not end the job: the others are told and go on;
+                            mpirun still exits non-zero, naming it
   --allow-run-as-root       accepted for compatibility with Open MPI; no effect
   --version                 print the version and exit
   -h, --help                print this help and exit
@@ -55,6 +61,7 @@ type options struct {
 	tagOutput     bool
 	timeout       float64 // seconds; 0 = none
 	reportModex   bool
+	recovery      bool // --enable-recovery
 	program       string
 	args          []string
 	help, version bool
@@ -158,6 +165,8 @@ func parseArgs(args []string, env map[string]string) (*options, error) {
 			o.timeout = t
 		case "report-modex":
 			o.reportModex = true
+		case "enable-recovery":
+			o.recovery = true
 		case "version", "V":
 			o.version = true
 		case "help", "h":

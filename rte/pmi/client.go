@@ -51,6 +51,11 @@ type ClientOptions struct {
 	// OnLost is called once, from the reader goroutine, when the connection
 	// closes before Finalize: the launcher is gone. It may exit the process.
 	OnLost func(error)
+	// OnProcFailed is called, from the reader goroutine, when the server
+	// says a rank has died and the job goes on without it (gompi's mpirun
+	// with --enable-recovery sends "cmd=proc_failed rank=R", outside any
+	// request). Without it such lines are dropped.
+	OnProcFailed func(rank int)
 }
 
 // Dial connects as the environment says: PMI_FD (an inherited, connected
@@ -127,12 +132,16 @@ func NewClient(conn io.ReadWriteCloser, rank, size int, o ClientOptions) (*Clien
 
 func newClient(conn io.ReadWriteCloser, o ClientOptions) *Client {
 	c := &Client{conn: conn, lines: make(chan string, 4), lost: make(chan struct{})}
-	go c.read(o.OnLost)
+	go c.read(o.OnLost, o.OnProcFailed)
 	return c
 }
 
+// procFailedPrefix starts the server's notice of a dead rank; it is
+// never the answer to a request.
+const procFailedPrefix = "cmd=proc_failed "
+
 // read delivers lines to requests and notices the end of the connection.
-func (c *Client) read(onLost func(error)) {
+func (c *Client) read(onLost func(error), onFailed func(rank int)) {
 	r := bufio.NewReaderSize(c.conn, 64<<10)
 	var err error
 	for {
@@ -140,6 +149,12 @@ func (c *Client) read(onLost func(error)) {
 		line, err = readLine(r)
 		if err != nil {
 			break
+		}
+		if strings.HasPrefix(line, procFailedPrefix) {
+			if rank, ok := ParseProcFailed(line); ok && onFailed != nil {
+				onFailed(rank)
+			}
+			continue
 		}
 		c.lines <- line
 	}
@@ -352,3 +367,18 @@ func (c *Client) Lost() <-chan struct{} { return c.lost }
 
 // BytesWritten is the number of bytes this client has put on the wire.
 func (c *Client) BytesWritten() int64 { return c.written.Load() }
+
+// ParseProcFailed reads a proc_failed notice; a malformed one is ignored
+// (ok false). The caller checks the rank against the job.
+func ParseProcFailed(line string) (rank int, ok bool) {
+	cmd, err := ParseLine(line)
+	if err != nil || cmd.Name != "proc_failed" {
+		return 0, false
+	}
+	v, _ := cmd.Get("rank")
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, false
+	}
+	return n, true
+}

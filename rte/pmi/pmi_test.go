@@ -1165,3 +1165,75 @@ func FuzzServer(f *testing.F) {
 		}
 	})
 }
+
+// A rank the owner reports dead (Failed): the living ranks are told, with
+// a notice their clients hand to OnProcFailed and never mistake for an
+// answer; a barrier the living have all entered lets them out.
+func TestFailedRank(t *testing.T) {
+	j := newJob(t, 3, ServerConfig{})
+	told := make(chan int, 4)
+	cs := make([]*Client, 2)
+	for r := 0; r < 2; r++ {
+		cc, sc := socketPair(t)
+		go j.srv.Serve(r, sc)
+		c, err := NewClient(cc, r, 3, ClientOptions{OnProcFailed: func(dead int) { told <- dead }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		cs[r] = c
+	}
+	done := make(chan error, 2)
+	for _, c := range cs {
+		go func() { done <- c.Barrier() }()
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("a barrier 2 of 3 entered released: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	j.srv.Failed(2)
+	j.srv.Failed(2) // once only
+	for i := 0; i < 2; i++ {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(liveness):
+			t.Fatal("the living ranks stayed in the barrier after the third died")
+		}
+		select {
+		case r := <-told:
+			if r != 2 {
+				t.Errorf("told of rank %d, want 2", r)
+			}
+		case <-time.After(liveness):
+			t.Fatal("a living rank was not told")
+		}
+	}
+	// Requests still work: the notice did not take an answer's place.
+	if err := cs[0].Put("k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if v, found, err := cs[1].Get("k"); err != nil || !found || v != "v" {
+		t.Fatalf("get after the notice: %q, %v", v, err)
+	}
+	select {
+	case r := <-told:
+		t.Errorf("told twice (rank %d)", r)
+	default:
+	}
+}
+
+func FuzzParseProcFailed(f *testing.F) {
+	for _, s := range []string{"cmd=proc_failed rank=3", "cmd=proc_failed rank=-1", "cmd=proc_failed", "cmd=proc_failed rank=x", "cmd=other rank=1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		rank, ok := ParseProcFailed(line)
+		if ok && rank < 0 {
+			t.Fatalf("ParseProcFailed(%q) = %d, true", line, rank)
+		}
+	})
+}

@@ -60,6 +60,7 @@ type Server struct {
 	waiting  []*serverConn // ranks inside the barrier
 	conns    map[*serverConn]bool
 	shutdown bool
+	failed   map[int]bool // ranks dead, the job going on without them (Failed)
 }
 
 type serverConn struct {
@@ -85,7 +86,7 @@ func NewServer(cfg ServerConfig) *Server {
 	for k, v := range cfg.Preput {
 		kvs[k] = v
 	}
-	return &Server{cfg: cfg, kvs: kvs, conns: map[*serverConn]bool{}}
+	return &Server{cfg: cfg, kvs: kvs, conns: map[*serverConn]bool{}, failed: map[int]bool{}}
 }
 
 // Serve speaks PMI with one rank until the connection closes or the rank
@@ -210,13 +211,7 @@ func (s *Server) handle(c *serverConn, cmd Command, lineBytes int) (done bool, e
 		}
 		c.inBarrier = true
 		s.waiting = append(s.waiting, c)
-		var release []*serverConn
-		if len(s.waiting) == s.cfg.Size {
-			release, s.waiting = s.waiting, nil
-			for _, w := range release {
-				w.inBarrier = false
-			}
-		}
+		release := s.releaseLocked()
 		s.mu.Unlock()
 		for _, w := range release {
 			w.write(Cmd("barrier_out")) // a rank that is gone will notice itself
@@ -241,6 +236,52 @@ func (s *Server) handle(c *serverConn, cmd Command, lineBytes int) (done bool, e
 		return true, nil
 	}
 	return false, c.write(fail(cmd.Name+"_result", "unknown_command"))
+}
+
+// releaseLocked empties the barrier when every living rank is in it.
+func (s *Server) releaseLocked() []*serverConn {
+	var live []*serverConn
+	for _, w := range s.waiting {
+		if !s.failed[w.rank] {
+			live = append(live, w)
+		}
+	}
+	if len(s.waiting) == 0 || len(live) < s.cfg.Size-len(s.failed) {
+		return nil
+	}
+	s.waiting = nil
+	for _, w := range live {
+		w.inBarrier = false
+	}
+	return live
+}
+
+// Failed records that rank has died and the job goes on without it (mpirun
+// --enable-recovery): barriers wait for the living ranks only, and every
+// living rank is told with a "cmd=proc_failed rank=R" line, so that its
+// operations with the dead one end with a process-failure error instead of
+// waiting for ever.
+func (s *Server) Failed(rank int) {
+	s.mu.Lock()
+	if rank < 0 || rank >= s.cfg.Size || s.failed[rank] {
+		s.mu.Unlock()
+		return
+	}
+	s.failed[rank] = true
+	release := s.releaseLocked()
+	var tell []*serverConn
+	for c := range s.conns {
+		if c.rank != rank {
+			tell = append(tell, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range tell {
+		c.write(Cmd("proc_failed", "rank", strconv.Itoa(rank)))
+	}
+	for _, w := range release {
+		w.write(Cmd("barrier_out"))
+	}
 }
 
 // Shutdown closes every connection; ranks waiting on the server see their

@@ -141,6 +141,15 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
 	env.BML.RegisterError(m.peerLost)
+	if env.Runtime != nil {
+		// A rank the launcher reports dead (mpirun --enable-recovery): no
+		// transport may notice (shared memory does not), so fail what
+		// waits on it now, and wake the waits.
+		env.Runtime.OnProcFailed(func(world int) {
+			m.peerLost(world, errors.New("the launcher reports it dead"))
+			m.eng.Wake()
+		})
+	}
 	return 20, m, nil
 }
 
@@ -402,7 +411,7 @@ func (m *module) peerLost(world int, cause error) {
 	}
 	m.log.Log(mca.VerboseComponent, "peer lost: failing its pending operations", "peer", world, "error", cause)
 	fail := func() error {
-		return mpierr.Errorf(mpierr.ErrProcAborted, "ob1: rank %d is lost: %w", world, cause)
+		return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: rank %d is lost: %w", world, cause)
 	}
 
 	// Rendezvous in progress.

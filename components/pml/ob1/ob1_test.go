@@ -238,7 +238,7 @@ func TestSmallTransportQueue(t *testing.T) {
 		mpitest.WithMCA("btl_tloop_eager_limit", "256"), mpitest.WithMCA("btl_tloop_max_send_size", "1k"))
 }
 
-// A lost peer fails what is pending on it, with ErrProcAborted, instead of
+// A lost peer fails what is pending on it, with ErrProcFailed, instead of
 // hanging; the other peers go on.
 func TestPeerLost(t *testing.T) {
 	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
@@ -266,15 +266,15 @@ func TestPeerLost(t *testing.T) {
 			return err
 		}
 		for _, rq := range []*mpi.Request{recv, big} {
-			if _, err := rq.Wait(); !errors.Is(err, mpi.ErrProcAborted) {
-				return fmt.Errorf("pending operation on a lost rank: %v, want ErrProcAborted", err)
+			if _, err := rq.Wait(); !errors.Is(err, mpi.ErrProcFailed) {
+				return fmt.Errorf("pending operation on a lost rank: %v, want ErrProcFailed", err)
 			}
 		}
-		if err := c.Send(make([]byte, 10), 2, 6); !errors.Is(err, mpi.ErrProcAborted) {
-			return fmt.Errorf("send to a lost rank: %v, want ErrProcAborted", err)
+		if err := c.Send(make([]byte, 10), 2, 6); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("send to a lost rank: %v, want ErrProcFailed", err)
 		}
-		if _, err := c.Recv(nil, 2, 6); !errors.Is(err, mpi.ErrProcAborted) {
-			return fmt.Errorf("receive from a lost rank: %v, want ErrProcAborted", err)
+		if _, err := c.Recv(nil, 2, 6); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("receive from a lost rank: %v, want ErrProcFailed", err)
 		}
 		return c.Send(make([]byte, 8), 1, 5)
 	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"))

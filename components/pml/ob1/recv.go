@@ -175,7 +175,7 @@ func (m *module) askRest(r *recvReq, srcReq uint64, from int) {
 		delete(m.recvs, r.id)
 		m.reqMu.Unlock()
 		if mine {
-			r.finish(mpierr.Errorf(mpierr.ErrProcAborted, "ob1: rank %d is lost", r.world))
+			r.finish(mpierr.Errorf(mpierr.ErrProcFailed, "ob1: rank %d is lost", r.world))
 		}
 		return
 	}
@@ -271,7 +271,7 @@ func (m *module) post(c *comm, r *recvReq) {
 	if r.src != pml.AnySource && m.lost[c.group.World(r.src)].Load() {
 		c.mu.Unlock()
 		r.st = pml.Status{Source: r.src, Tag: pml.AnyTag}
-		r.finish(mpierr.Errorf(mpierr.ErrProcAborted, "ob1: receive from rank %d: the rank is lost", r.src))
+		r.finish(mpierr.Errorf(mpierr.ErrProcFailed, "ob1: receive from rank %d: the rank is lost", r.src))
 		return
 	}
 	c.post(r)

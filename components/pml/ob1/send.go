@@ -48,7 +48,7 @@ func (r *sendReq) finish(err error) {
 }
 
 func lostErr(dst, world int) error {
-	return mpierr.Errorf(mpierr.ErrProcAborted, "ob1: send to rank %d: world rank %d is lost", dst, world)
+	return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: world rank %d is lost", dst, world)
 }
 
 // Send is the blocking send, and the only path that tries the LLP.
