@@ -99,7 +99,7 @@ func checkCreateGroup(w *mpi.Comm, cs createGroupCase) error {
 // CreateGroup, called by the members only, on random subsets, several at
 // once on overlapping groups with different tags, beside user traffic.
 func TestCreateGroup(t *testing.T) {
-	sizes := []int{1, 2, 3, 5, 8, 13, 17, 33}
+	sizes := []int{1, 2, 3, 5, 8, 13, 17, 33, 256}
 	if testing.Short() {
 		sizes = []int{1, 3, 8}
 	}
