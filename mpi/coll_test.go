@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gompi/gompi/internal/collcheck"
@@ -178,12 +179,62 @@ func TestForcedAlgorithms(t *testing.T) {
 							return fmt.Errorf("%s comes from %s, not tuned", op, from)
 						}
 						return collcheck.Run(w, o)
-					}, mpitest.WithMCA(name, v.Name), mpitest.WithMCA("coll_tuned_bcast_segment_size", "1024"))
+					}, mpitest.WithMCA(name, v.Name), mpitest.WithMCA("coll_tuned_bcast_segment_size", "1024"),
+						mpitest.WithMCA("coll", "^tofu")) // tofu would take the barrier
 				}
 			})
 		}
 	}
 	if forced == 0 {
 		t.Fatal("no coll_tuned_<op>_algorithm parameter has a value to force: is tuned registered?")
+	}
+}
+
+// A forced algorithm that needs a commutative op, given a non-commutative
+// one, is replaced by one that keeps rank order (the result is right), with
+// one warning; a bad algorithm name is an error naming the accepted ones.
+func TestForcedAlgorithmFallback(t *testing.T) {
+	var mu sync.Mutex
+	var warnings int
+	affine := mpi.NewOp("affine", func(in, inout []uint64) {
+		for i := range inout {
+			m1, c1 := in[i]>>32, in[i]&0xffffffff
+			m2, c2 := inout[i]>>32, inout[i]&0xffffffff
+			inout[i] = (m1*m2&0xffffffff)<<32 | (m2*c1+c2)&0xffffffff
+		}
+	}, false)
+	mpitest.Run(t, 5, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		me := uint64(w.Rank())
+		x := []uint64{(me+2)<<32 | (me + 1)}
+		var got [1]uint64
+		for i := 0; i < 3; i++ {
+			if err := mpi.Allreduce(w, x, got[:], affine); err != nil {
+				return err
+			}
+		}
+		want := uint64(1)<<32 | 0 // the identity map, then compose rank by rank
+		for q := uint64(0); q < 5; q++ {
+			m1, c1 := want>>32, want&0xffffffff
+			m2, c2 := q+2, q+1
+			want = (m1*m2&0xffffffff)<<32 | (m2*c1+c2)&0xffffffff
+		}
+		if got[0] != want {
+			return fmt.Errorf("allreduce of a non-commutative op under a forced ring: %x, want %x", got[0], want)
+		}
+		return nil
+	}, mpitest.WithMCA("coll_tuned_allreduce_algorithm", "ring"), mpitest.WithLogf(func(format string, a ...any) {
+		if line := fmt.Sprintf(format, a...); strings.Contains(line, "needs a commutative op") {
+			mu.Lock()
+			warnings++
+			mu.Unlock()
+		}
+	}))
+	if warnings != 5 { // once per rank's communicator
+		t.Errorf("%d warnings, want one per rank (5)", warnings)
+	}
+	err := mpitest.RunErr(2, func(r *mpitest.Rank) error { return nil }, mpitest.WithMCA("coll_tuned_allreduce_algorithm", "fastest"))
+	if err == nil || !strings.Contains(err.Error(), "recursive_doubling") || !strings.Contains(err.Error(), "ring") {
+		t.Errorf("a bad algorithm name: %v", err)
 	}
 }

@@ -63,10 +63,19 @@ func WithPMIEvents(ev pmi.Events) Option {
 	return func(c *config) { c.events = ev }
 }
 
-// Run starts n ranks, runs fn on each, and waits for all of them.
+// Run starts n ranks, runs fn on each, and waits for all of them. What
+// ranks log goes to the test's log, or where WithLogf says.
 func Run(t testing.TB, n int, fn func(r *Rank) error, opts ...Option) {
 	t.Helper()
-	if err := run(n, fn, t.Logf, opts...); err != nil {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	logf := t.Logf
+	if cfg.logf != nil {
+		logf = cfg.logf
+	}
+	if err := run(n, fn, logf, opts...); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -86,7 +95,8 @@ func RunErr(n int, fn func(r *Rank) error, opts ...Option) error {
 	return run(n, fn, logf, opts...)
 }
 
-// WithLogf sends what ranks log to logf (RunErr; Run logs to the test).
+// WithLogf sends what ranks log to logf (by default Run logs to the test,
+// RunErr nowhere).
 func WithLogf(logf func(format string, a ...any)) Option {
 	return func(c *config) { c.logf = logf }
 }

@@ -11,6 +11,7 @@ import (
 	collbasic "github.com/gompi/gompi/components/coll/basic"
 	collself "github.com/gompi/gompi/components/coll/self"
 	colltofu "github.com/gompi/gompi/components/coll/tofu"
+	colltuned "github.com/gompi/gompi/components/coll/tuned"
 	groupdense "github.com/gompi/gompi/components/group/dense"
 	groupsparse "github.com/gompi/gompi/components/group/sparse"
 	llptofu "github.com/gompi/gompi/components/llp/tofu"
@@ -31,6 +32,7 @@ func init() {
 		&collbasic.Component{},
 		&collself.Component{},
 		&colltofu.Component{},
+		&colltuned.Component{},
 		&groupdense.Component{},
 		&groupsparse.Component{},
 		&llptofu.Component{},

@@ -1,0 +1,173 @@
+package tuned
+
+import (
+	"github.com/gompi/gompi/frameworks/coll"
+)
+
+// unfold gives the ranks that sat out of a fold the result: each odd rank
+// of the first 2·extra sends it to the even one below.
+func unfold(c coll.Comm, result []byte, newrank, extra int, op coll.Op) error {
+	me := c.Rank()
+	tag := coll.Tag(op, 4)
+	switch {
+	case newrank < 0:
+		return coll.RecvExactly(c, result, me+1, tag)
+	case me < 2*extra:
+		return c.Send(result, me-1, tag)
+	}
+	return nil
+}
+
+// allreduceRecursiveDoubling: fold to a power of two, then in each round
+// exchange the whole vector with the partner 2^k away and combine, the
+// lower ranks' data on the left, so that any op keeps rank order:
+// ⌈log2 n⌉ rounds on a power of two, two more (fold, unfold) otherwise.
+func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
+	work := a.Recv
+	if !a.InPlace {
+		copy(work, a.Send)
+	}
+	tmp := make([]byte, len(work))
+	scratch := make([]byte, len(work))
+	newrank, p2, extra, err := fold(c, a, work, tmp, scratch, coll.Allreduce)
+	if err != nil {
+		return err
+	}
+	if newrank >= 0 {
+		h := halving{extra: extra}
+		tag := coll.Tag(coll.Allreduce, 0)
+		for mask := 1; mask < p2; mask <<= 1 {
+			pv := newrank ^ mask
+			partner := h.rankOf(pv)
+			n, err := coll.Sendrecv(c, work, partner, tmp, partner, tag)
+			if err != nil {
+				return err
+			}
+			if err := coll.Exactly(c, n, len(work), partner); err != nil {
+				return err
+			}
+			coll.Combine(a, tmp, work, scratch, pv < newrank)
+		}
+	}
+	return unfold(c, work, newrank, extra, coll.Allreduce)
+}
+
+// allreduceRabenseifner (commutative ops): reduce-scatter by recursive
+// halving, then allgather by recursive doubling, on the power of two the
+// fold leaves: each rank sends and receives about twice the vector in all,
+// instead of log n times it.
+func allreduceRabenseifner(c coll.Comm, a *coll.Args) error {
+	work := a.Recv
+	if !a.InPlace {
+		copy(work, a.Send)
+	}
+	h, err := reduceScatterHalving(c, a, work, coll.Allreduce)
+	if err != nil {
+		return err
+	}
+	if h.active {
+		span := func(lo, hi int) (int, int) {
+			if lo >= hi {
+				return 0, 0
+			}
+			return h.off[lo], h.off[hi-1] + h.len[hi-1]
+		}
+		tag := coll.Tag(coll.Allreduce, 5)
+		// Doubling retraces the halving: the range held grows from the
+		// rank's block to all of them.
+		lo, hi := h.block, h.block+1
+		for mask := 1; mask < h.p2; mask <<= 1 {
+			partner := h.rankOf(h.newrank ^ mask)
+			plo, phi := lo^mask, hi^mask // the partner's range: the mirror block range
+			if h.newrank&mask != 0 {
+				plo, phi = lo-mask, hi-mask
+			} else {
+				plo, phi = lo+mask, hi+mask
+			}
+			sb, se := span(lo, hi)
+			rb, re := span(plo, phi)
+			n, err := coll.Sendrecv(c, work[sb:se], partner, work[rb:re], partner, tag)
+			if err != nil {
+				return err
+			}
+			if err := coll.Exactly(c, n, re-rb, partner); err != nil {
+				return err
+			}
+			lo, hi = min(lo, plo), max(hi, phi)
+		}
+	}
+	return unfold(c, work, h.newrank, h.extra, coll.Allreduce)
+}
+
+// allreduceRing (commutative ops): the vector cut in n blocks goes round
+// the ring twice, reduced on the first lap (reduce-scatter) and copied on
+// the second (allgather): 2(n-1) steps of one block each, the least data
+// any allreduce moves.
+func allreduceRing(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	work := a.Recv
+	if !a.InPlace {
+		copy(work, a.Send)
+	}
+	off, length := coll.Blocks(len(work), a.Reducer.Size, n)
+	block := func(b int) []byte { b = (b%n + n) % n; return work[off[b] : off[b]+length[b]] }
+	tmp := make([]byte, length[0])
+	next, prev := (me+1)%n, (me-1+n)%n
+	tag := coll.Tag(coll.Allreduce, 6)
+	for step := 0; step < n-1; step++ {
+		sb, rb := me-step, me-step-1
+		in := tmp[:len(block(rb))]
+		got, err := coll.Sendrecv(c, block(sb), next, in, prev, tag)
+		if err != nil {
+			return err
+		}
+		if err := coll.Exactly(c, got, len(in), prev); err != nil {
+			return err
+		}
+		a.Reducer.Apply(in, block(rb))
+	}
+	tag = coll.Tag(coll.Allreduce, 7)
+	for step := 0; step < n-1; step++ {
+		sb, rb := me+1-step, me-step
+		if _, err := coll.Sendrecv(c, block(sb), next, block(rb), prev, tag); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reduceScatterAllreduce: the whole vector is allreduced (recursive
+// doubling, any op) and each rank keeps its block: log rounds, for the
+// small vectors reduce_scatter mostly sees.
+func reduceScatterAllreduce(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	counts := a.Counts
+	if counts == nil { // reduce_scatter_block: equal blocks
+		counts = make([]int, n)
+		for i := range counts {
+			counts[i] = len(a.Recv)
+		}
+		if a.InPlace {
+			for i := range counts {
+				counts[i] = len(a.Recv) / n
+			}
+		}
+	}
+	total, at := 0, 0
+	for r, k := range counts {
+		if r == me {
+			at = total
+		}
+		total += k
+	}
+	in := a.Send
+	if a.InPlace {
+		in = a.Recv[:total]
+	}
+	whole := make([]byte, total)
+	if err := allreduceRecursiveDoubling(c, &coll.Args{Op: coll.Allreduce, Send: in[:total], Recv: whole, Reducer: a.Reducer}); err != nil {
+		return err
+	}
+	copy(a.Recv[:counts[me]], whole[at:at+counts[me]])
+	return nil
+}

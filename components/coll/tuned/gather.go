@@ -1,0 +1,272 @@
+package tuned
+
+import (
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/pml"
+)
+
+// gatherBlock is the per-rank block size of allgather, gather and
+// scatter, in place or not.
+func gatherBlock(c coll.Comm, a *coll.Args, fromRecv bool) int {
+	switch {
+	case a.InPlace && fromRecv:
+		return len(a.Recv) / c.Size()
+	case a.InPlace:
+		return len(a.Send) / c.Size()
+	case fromRecv:
+		return len(a.Send)
+	}
+	return len(a.Recv)
+}
+
+// vblocks returns each rank's offset and length in Recv: Displs and
+// Counts for the v variants, equal blocks otherwise.
+func vblocks(c coll.Comm, a *coll.Args, block int) (displs, counts []int) {
+	if a.Counts != nil {
+		return a.Displs, a.Counts
+	}
+	n := c.Size()
+	displs, counts = make([]int, n), make([]int, n)
+	for i := range displs {
+		displs[i], counts[i] = i*block, block
+	}
+	return displs, counts
+}
+
+// allgatherRing (and allgatherv): n-1 steps, in each of which every rank
+// passes the block it received last to the next rank.
+func allgatherRing(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	displs, counts := vblocks(c, a, gatherBlock(c, a, true))
+	block := func(r int) []byte {
+		r = (r%n + n) % n
+		return a.Recv[displs[r] : displs[r]+counts[r]]
+	}
+	if !a.InPlace {
+		copy(block(me), a.Send)
+	}
+	tag := coll.Tag(a.Op, 0)
+	next, prev := (me+1)%n, (me-1+n)%n
+	for step := 0; step < n-1; step++ {
+		rb := me - step - 1
+		got, err := coll.Sendrecv(c, block(me-step), next, block(rb), prev, tag)
+		if err != nil {
+			return err
+		}
+		if err := coll.Exactly(c, got, len(block(rb)), prev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allgatherBruck: rank r keeps the blocks of r, r+1, … in a buffer; in
+// round k it sends its first min(2^k, n-2^k) blocks to r-2^k and appends
+// as many from r+2^k; a rotation at the end puts them in rank order:
+// ⌈log2 n⌉ rounds for any n.
+func allgatherBruck(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	bs := gatherBlock(c, a, true)
+	buf := make([]byte, n*bs)
+	if a.InPlace {
+		copy(buf, a.Recv[me*bs:(me+1)*bs])
+	} else {
+		copy(buf, a.Send)
+	}
+	tag := coll.Tag(coll.Allgather, 1)
+	for k := 1; k < n; k <<= 1 {
+		cnt := min(k, n-k)
+		got, err := coll.Sendrecv(c, buf[:cnt*bs], (me-k+n)%n, buf[k*bs:(k+cnt)*bs], (me+k)%n, tag)
+		if err != nil {
+			return err
+		}
+		if err := coll.Exactly(c, got, cnt*bs, (me+k)%n); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < n; i++ { // buf's block i is rank me+i's
+		copy(a.Recv[((me+i)%n)*bs:], buf[i*bs:(i+1)*bs])
+	}
+	return nil
+}
+
+// allgatherRecursiveDoubling (powers of two; Bruck otherwise): in round k
+// partners 2^k apart swap the 2^k blocks each has gathered.
+func allgatherRecursiveDoubling(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	if n&(n-1) != 0 {
+		return allgatherBruck(c, a)
+	}
+	bs := gatherBlock(c, a, true)
+	if !a.InPlace {
+		copy(a.Recv[me*bs:], a.Send)
+	}
+	tag := coll.Tag(coll.Allgather, 2)
+	for mask := 1; mask < n; mask <<= 1 {
+		partner := me ^ mask
+		mine := me &^ (mask - 1) // my group's first rank
+		theirs := partner &^ (mask - 1)
+		got, err := coll.Sendrecv(c, a.Recv[mine*bs:(mine+mask)*bs], partner, a.Recv[theirs*bs:(theirs+mask)*bs], partner, tag)
+		if err != nil {
+			return err
+		}
+		if err := coll.Exactly(c, got, mask*bs, partner); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// gatherBinomial: up a binomial tree rooted at the root, each rank
+// forwarding the blocks of its whole subtree at once: ⌈log2 n⌉ rounds.
+func gatherBinomial(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	vr := rel(me, a.Root, n)
+	bs := len(a.Send)
+	if me == a.Root && a.InPlace {
+		bs = len(a.Recv) / n
+	}
+	tag := coll.Tag(coll.Gather, 1)
+	// The subtree of vr is relative ranks [vr, vr+lowbit(vr)) ∩ [0, n).
+	sub := 1
+	for sub < n && vr&sub == 0 {
+		sub <<= 1
+	}
+	size := min(sub, n-vr)
+	buf := make([]byte, size*bs)
+	if me == a.Root && a.InPlace {
+		copy(buf, a.Recv[me*bs:(me+1)*bs])
+	} else {
+		copy(buf, a.Send)
+	}
+	for mask := 1; mask < sub && vr+mask < n; mask <<= 1 {
+		child := vr + mask
+		cnt := min(mask, n-child)
+		if err := coll.RecvExactly(c, buf[mask*bs:(mask+cnt)*bs], abs(child, a.Root, n), tag); err != nil {
+			return err
+		}
+	}
+	if vr != 0 {
+		return c.Send(buf, abs(vr-sub, a.Root, n), tag)
+	}
+	for i := 0; i < n; i++ { // relative block i is rank root+i's
+		copy(a.Recv[abs(i, a.Root, n)*bs:], buf[i*bs:(i+1)*bs])
+	}
+	return nil
+}
+
+// scatterBinomial: down a binomial tree, each rank receiving its
+// subtree's blocks and passing on its children's: ⌈log2 n⌉ rounds.
+func scatterBinomial(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	vr := rel(me, a.Root, n)
+	bs := gatherBlock(c, a, false)
+	tag := coll.Tag(coll.Scatter, 1)
+	sub := 1
+	for sub < n && vr&sub == 0 {
+		sub <<= 1
+	}
+	size := min(sub, n-vr)
+	buf := make([]byte, size*bs)
+	if vr == 0 {
+		for i := 0; i < n; i++ {
+			copy(buf[i*bs:], a.Send[abs(i, a.Root, n)*bs:(abs(i, a.Root, n)+1)*bs])
+		}
+	} else if err := coll.RecvExactly(c, buf, abs(vr-sub, a.Root, n), tag); err != nil {
+		return err
+	}
+	var reqs []*pml.Request
+	for mask := sub >> 1; mask > 0; mask >>= 1 {
+		child := vr + mask
+		if child >= n {
+			continue
+		}
+		cnt := min(mask, n-child)
+		q, err := c.Isend(buf[mask*bs:(mask+cnt)*bs], abs(child, a.Root, n), tag)
+		if err != nil {
+			coll.WaitAll(reqs...)
+			return err
+		}
+		reqs = append(reqs, q)
+	}
+	if err := coll.WaitAll(reqs...); err != nil {
+		return err
+	}
+	if !(me == a.Root && a.InPlace) {
+		copy(a.Recv, buf[:bs])
+	}
+	return nil
+}
+
+// gathervLinear: the root receives every block in place.
+func gathervLinear(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	tag := coll.Tag(coll.Gatherv, 1)
+	if me != a.Root {
+		return c.Send(a.Send, a.Root, tag)
+	}
+	var reqs []*pml.Request
+	for r := 0; r < n; r++ {
+		dst := a.Recv[a.Displs[r] : a.Displs[r]+a.Counts[r]]
+		if r == me {
+			if !a.InPlace {
+				copy(dst, a.Send)
+			}
+			continue
+		}
+		q, err := c.Irecv(dst, r, tag)
+		if err != nil {
+			coll.WaitAll(reqs...)
+			return err
+		}
+		reqs = append(reqs, q)
+	}
+	return waitCounts(c, reqs, a.Counts, me)
+}
+
+// scattervLinear: the root sends every block.
+func scattervLinear(c coll.Comm, a *coll.Args) error {
+	me, n := c.Rank(), c.Size()
+	tag := coll.Tag(coll.Scatterv, 1)
+	if me != a.Root {
+		return coll.RecvExactly(c, a.Recv, a.Root, tag)
+	}
+	var reqs []*pml.Request
+	for r := 0; r < n; r++ {
+		src := a.Send[a.Displs[r] : a.Displs[r]+a.Counts[r]]
+		if r == me {
+			if !a.InPlace {
+				copy(a.Recv, src)
+			}
+			continue
+		}
+		q, err := c.Isend(src, r, tag)
+		if err != nil {
+			coll.WaitAll(reqs...)
+			return err
+		}
+		reqs = append(reqs, q)
+	}
+	return coll.WaitAll(reqs...)
+}
+
+// waitCounts waits for receives posted to every rank but skip, in rank
+// order, and checks each brought counts[r] bytes.
+func waitCounts(c coll.Comm, reqs []*pml.Request, counts []int, skip int) error {
+	var first error
+	i := 0
+	for r := range counts {
+		if r == skip {
+			continue
+		}
+		st, err := reqs[i].Wait()
+		i++
+		if err == nil {
+			err = coll.Exactly(c, st.Count, counts[r], r)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}

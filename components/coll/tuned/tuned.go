@@ -1,0 +1,221 @@
+// Package tuned is the coll component with the log-time and
+// bandwidth-optimal algorithms, chosen per call by decision rules on the
+// communicator's size and the message's (Open MPI's coll/tuned). Each
+// operation's coll_tuned_<op>_algorithm parameter forces one algorithm by
+// name or number; auto (0) leaves the choice to the rules, whose
+// thresholds are parameters too.
+//
+// Algorithms that need a commutative op (Rabenseifner, ring) are not used
+// for a non-commutative one: the rules pick an order-preserving algorithm
+// instead, and a forced one is replaced likewise, with a warning once per
+// communicator and operation, never a wrong answer.
+package tuned
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/params"
+)
+
+// Priority is tuned's default priority: above basic (10), below self (75)
+// and tofu (40, which fills barrier only).
+const Priority = 30
+
+// alg is one algorithm of one operation.
+type alg struct {
+	name string
+	fn   coll.Func
+	// commutative: the algorithm combines out of rank order.
+	commutative bool
+}
+
+// algs are each operation's algorithms, by enum value; value 0 is auto.
+var algs = map[coll.Op][]alg{
+	coll.Barrier: {1: {name: "dissemination", fn: barrierDissemination}, 2: {name: "recursive_doubling", fn: barrierRecursiveDoubling}},
+	coll.Bcast: {1: {name: "binomial", fn: bcastBinomial}, 2: {name: "pipeline", fn: bcastPipeline},
+		3: {name: "scatter_allgather", fn: bcastScatterAllgather}},
+	coll.Reduce: {1: {name: "binomial", fn: reduceBinomial}, 2: {name: "rabenseifner", fn: reduceRabenseifner, commutative: true}},
+	coll.Allreduce: {1: {name: "recursive_doubling", fn: allreduceRecursiveDoubling},
+		2: {name: "rabenseifner", fn: allreduceRabenseifner, commutative: true}, 3: {name: "ring", fn: allreduceRing, commutative: true}},
+	coll.Allgather:          {1: {name: "bruck", fn: allgatherBruck}, 2: {name: "ring", fn: allgatherRing}, 3: {name: "recursive_doubling", fn: allgatherRecursiveDoubling}},
+	coll.Allgatherv:         {1: {name: "ring", fn: allgatherRing}},
+	coll.Alltoall:           {1: {name: "pairwise", fn: alltoallPairwise}, 2: {name: "bruck", fn: alltoallBruck}},
+	coll.Alltoallv:          {1: {name: "pairwise", fn: alltoallPairwise}},
+	coll.Gather:             {1: {name: "binomial", fn: gatherBinomial}},
+	coll.Gatherv:            {1: {name: "linear", fn: gathervLinear}},
+	coll.Scatter:            {1: {name: "binomial", fn: scatterBinomial}},
+	coll.Scatterv:           {1: {name: "linear", fn: scattervLinear}},
+	coll.Scan:               {1: {name: "recursive_doubling", fn: scanRecursiveDoubling}},
+	coll.Exscan:             {1: {name: "recursive_doubling", fn: scanRecursiveDoubling}},
+	coll.ReduceScatter:      {1: {name: "allreduce", fn: reduceScatterAllreduce}},
+	coll.ReduceScatterBlock: {1: {name: "allreduce", fn: reduceScatterAllreduce}},
+}
+
+// AlgorithmParam names op's forcing parameter.
+func AlgorithmParam(op coll.Op) string { return "coll_tuned_" + op.String() + "_algorithm" }
+
+// Component is the tuned coll component.
+type Component struct {
+	forced [coll.NumOps]*params.Param
+	// The decision rules' thresholds, in bytes.
+	segment, bcastLarge, allreduceLarge, allgatherLarge, alltoallSmall *params.Param
+}
+
+// Info describes the component.
+func (c *Component) Info() mca.Info {
+	return mca.Info{Framework: "coll", Name: "tuned", Version: mca.GompiVersion, API: coll.Framework.API, Priority: Priority}
+}
+
+// Register declares an algorithm parameter per operation and the rules'
+// thresholds.
+func (c *Component) Register(r *mca.Registrar) {
+	for op := coll.Op(0); op < coll.NumOps; op++ {
+		as := algs[op]
+		vals := []params.EnumValue{{Value: 0, Name: "auto"}}
+		var names []string
+		for v := 1; v < len(as); v++ {
+			vals = append(vals, params.EnumValue{Value: int64(v), Name: as[v].name})
+			names = append(names, fmt.Sprintf("%d %s", v, as[v].name))
+		}
+		c.forced[op] = r.Add(params.Def{Name: AlgorithmParam(op), Type: params.Enum, Level: 5, Default: "auto", Values: vals,
+			Help: fmt.Sprintf("The %s algorithm of coll tuned: auto (0, the decision rules) or %s", op, strings.Join(names, ", "))})
+	}
+	c.segment = r.Add(params.Def{Name: "coll_tuned_bcast_segment_size", Type: params.Size, Level: 5, Default: "32k",
+		Help: "Bytes per segment of the pipelined bcast: small enough that every rank of the chain is busy soon, " +
+			"large enough that a segment costs more than a message's overhead"})
+	c.bcastLarge = r.Add(params.Def{Name: "coll_tuned_bcast_large_bytes", Type: params.Size, Level: 6, Default: "64k",
+		Help: "Messages of at least this many bytes are broadcast by scatter and allgather (pipelined on 3 ranks or fewer); smaller ones down a binomial tree"})
+	c.allreduceLarge = r.Add(params.Def{Name: "coll_tuned_allreduce_large_bytes", Type: params.Size, Level: 6, Default: "16k",
+		Help: "Allreduces of at least this many bytes with a commutative op use Rabenseifner's reduce-scatter and allgather; smaller ones recursive doubling"})
+	c.allgatherLarge = r.Add(params.Def{Name: "coll_tuned_allgather_large_bytes", Type: params.Size, Level: 6, Default: "64k",
+		Help: "Allgathers gathering at least this many bytes in all go round a ring; smaller ones by Bruck's algorithm (recursive doubling on powers of two)"})
+	c.alltoallSmall = r.Add(params.Def{Name: "coll_tuned_alltoall_small_bytes", Type: params.Size, Level: 6, Default: "256",
+		Help: "Alltoalls of blocks up to this many bytes on 8 ranks or more use Bruck's algorithm; others pairwise exchange"})
+}
+
+// Query serves every communicator of two ranks or more.
+func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error) {
+	if comm.Size() < 2 {
+		return 0, nil, mca.Decline("communicator %s has one rank: self serves it", comm.Name())
+	}
+	m := &module{
+		log:            b.Logger("coll"),
+		segment:        int(b.Get(c.segment).Uint()),
+		bcastLarge:     int(b.Get(c.bcastLarge).Uint()),
+		allreduceLarge: int(b.Get(c.allreduceLarge).Uint()),
+		allgatherLarge: int(b.Get(c.allgatherLarge).Uint()),
+		alltoallSmall:  int(b.Get(c.alltoallSmall).Uint()),
+	}
+	m.segment = max(m.segment, 1)
+	for op := coll.Op(0); op < coll.NumOps; op++ {
+		m.forced[op] = int(b.Get(c.forced[op]).Int())
+	}
+	for op := coll.Op(0); op < coll.NumOps; op++ {
+		m.slots[op] = m.dispatch(op)
+	}
+	return Priority, m, nil
+}
+
+// module is tuned for one communicator.
+type module struct {
+	log                                                                *mca.Logger
+	forced                                                             [coll.NumOps]int
+	slots                                                              coll.Slots
+	warned                                                             [coll.NumOps]sync.Once
+	segment, bcastLarge, allreduceLarge, allgatherLarge, alltoallSmall int
+	// segSize is the pipelined bcast's segment size, read by its algorithm.
+}
+
+func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
+
+// dispatch is op's slot: the forced algorithm, or the rules' choice.
+func (m *module) dispatch(op coll.Op) coll.Func {
+	return func(c coll.Comm, a *coll.Args) error {
+		return m.choose(op, c, a).fn(withSegment(c, m.segment), a)
+	}
+}
+
+// Choose names the algorithm the module runs for op with these arguments
+// (tests, logs).
+func (m *module) choose(op coll.Op, c coll.Comm, a *coll.Args) alg {
+	as := algs[op]
+	v := m.forced[op]
+	if v <= 0 || v >= len(as) {
+		v = m.rule(op, c, a)
+	}
+	chosen := as[v]
+	if chosen.commutative && a.Reducer.Op != nil && !a.Reducer.Commutative() {
+		fallback := as[1] // every operation's first algorithm keeps rank order
+		if m.forced[op] == v {
+			m.warned[op].Do(func() {
+				m.log.Warn("forced algorithm needs a commutative op: using an order-preserving one for this non-commutative op",
+					"comm", c.Name(), "op", op.String(), "forced", chosen.name, "used", fallback.name, "reduction", a.Reducer.Op.Name())
+			})
+		}
+		chosen = fallback
+	}
+	return chosen
+}
+
+// rule is the decision of auto, on the communicator's size and the bytes
+// of the call. Provisional thresholds, in the spirit of Open MPI's fixed
+// rules: latency-bound sizes take the log-round algorithms, large ones
+// the bandwidth-optimal ones.
+func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
+	n := c.Size()
+	commutative := a.Reducer.Op == nil || a.Reducer.Commutative()
+	switch op {
+	case coll.Bcast:
+		switch {
+		case len(a.Recv) < m.bcastLarge:
+			return 1
+		case n <= 3:
+			return 2
+		}
+		return 3
+	case coll.Reduce:
+		if commutative && n > 2 && len(a.Recv)+len(a.Send) >= 2*m.allreduceLarge {
+			return 2
+		}
+		return 1
+	case coll.Allreduce:
+		if commutative && n > 2 && len(a.Recv) >= m.allreduceLarge {
+			return 2
+		}
+		return 1
+	case coll.Allgather:
+		switch {
+		case len(a.Recv) >= m.allgatherLarge:
+			return 2
+		case n&(n-1) == 0:
+			return 3
+		}
+		return 1
+	case coll.Alltoall:
+		if n >= 8 && len(a.Recv)/n <= m.alltoallSmall {
+			return 2
+		}
+		return 1
+	}
+	return 1
+}
+
+// segComm carries the bcast segment size to the pipelined algorithm
+// without a field in coll.Args.
+type segComm struct {
+	coll.Comm
+	segment int
+}
+
+func withSegment(c coll.Comm, seg int) coll.Comm { return segComm{c, seg} }
+
+func segmentOf(c coll.Comm) int {
+	if s, ok := c.(segComm); ok {
+		return s.segment
+	}
+	return 32 << 10
+}

@@ -1,0 +1,108 @@
+package tuned
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gompi/gompi/datatype"
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/colltest"
+)
+
+// Every algorithm of every operation matches the reference at sizes 2–17
+// and 65 (one rank is self's), every root, in place or not, with
+// non-commutative ops for the algorithms that keep rank order.
+func TestConformance(t *testing.T) {
+	for op, as := range algs {
+		for v := 1; v < len(as); v++ {
+			a := as[v]
+			t.Run(fmt.Sprintf("%s/%s", op, a.name), func(t *testing.T) {
+				t.Parallel()
+				o := colltest.Options{AllRoots: true, Commutative: a.commutative}
+				o.Sizes = []int{65}
+				for n := 2; n <= 17; n++ {
+					o.Sizes = append(o.Sizes, n)
+				}
+				if testing.Short() {
+					o.Sizes = []int{2, 3, 4, 5, 7, 8, 9, 16}
+					o.AllRoots = false
+				}
+				colltest.Conformance(t, op, withSegment2(a.fn), o)
+			})
+		}
+	}
+}
+
+// withSegment2 runs fn with a small bcast segment, so that the pipeline
+// cuts even small vectors.
+func withSegment2(fn coll.Func) coll.Func {
+	return func(c coll.Comm, a *coll.Args) error { return fn(withSegment(c, 24), a) }
+}
+
+// The log-time algorithms take ⌈log2 n⌉ rounds (Lamport clocks over the
+// messages): dissemination barrier, binomial bcast, Bruck allgather,
+// recursive-doubling allreduce on powers of two (two more otherwise, the
+// fold and the unfold), Bruck alltoall, binomial gather and scatter. A
+// tree's depth counts the root's sends to its children as one round, so
+// on other sizes the trees may take one round fewer (⌊log2 n⌋).
+func TestRounds(t *testing.T) {
+	cases := []struct {
+		op    coll.Op
+		fn    coll.Func
+		extra int // rounds beyond ⌈log2 n⌉ when n is not a power of two
+	}{
+		{coll.Barrier, barrierDissemination, 0},
+		{coll.Bcast, bcastBinomial, 0},
+		{coll.Allgather, allgatherBruck, 0},
+		{coll.Allreduce, allreduceRecursiveDoubling, 2},
+		{coll.Alltoall, alltoallBruck, 0},
+		{coll.Gather, gatherBinomial, 0},
+		{coll.Scatter, scatterBinomial, 0},
+	}
+	for _, cs := range cases {
+		for _, n := range []int{2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64, 65} {
+			w := colltest.NewWorld(n, false)
+			err := w.Run(func(c coll.Comm) error {
+				a := argsFor(cs.op, c, n)
+				return cs.fn(c, a)
+			})
+			if err != nil {
+				t.Fatalf("%s at %d ranks: %v", cs.op, n, err)
+			}
+			want := coll.CeilLog2(n)
+			low, limit := want, want
+			if n&(n-1) != 0 {
+				low, limit = want-1, want+cs.extra
+			}
+			if got := w.Rounds(); got < low || got > limit {
+				t.Errorf("%s at %d ranks took %d rounds, want %d..%d", cs.op, n, got, low, limit)
+			}
+		}
+	}
+}
+
+// argsFor makes one rank's arguments of 8-byte blocks for op.
+func argsFor(op coll.Op, c coll.Comm, n int) *coll.Args {
+	a := &coll.Args{Op: op, Reducer: sumReducer()}
+	switch op {
+	case coll.Bcast:
+		a.Recv = make([]byte, 8)
+	case coll.Allreduce:
+		a.Send, a.Recv = make([]byte, 8), make([]byte, 8)
+	case coll.Allgather, coll.Gather:
+		a.Send, a.Recv = make([]byte, 8), make([]byte, 8*n)
+	case coll.Alltoall:
+		a.Send, a.Recv = make([]byte, 8*n), make([]byte, 8*n)
+	case coll.Scatter:
+		a.Send, a.Recv = make([]byte, 8*n), make([]byte, 8)
+	}
+	return a
+}
+
+func sumReducer() datatype.Reducer {
+	r, err := datatype.ReducerFor[int64](datatype.Sum)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
