@@ -161,7 +161,7 @@ func TestBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no benchmark: accepted: latency, bw, bibw, idle, barrier, bcast, reduce, allreduce, allgather, alltoall"},
+		{nil, "no benchmark: accepted: latency, bw, bibw, idle, commcreate, barrier, bcast, reduce, allreduce, allgather, alltoall"},
 		{[]string{"pingpong"}, `unknown benchmark "pingpong": accepted: latency, bw, bibw`},
 		{[]string{"allreduce", "--scale", "0"}, `--scale "0": accepted: a number above 0`},
 		{[]string{"latency", "bw"}, "give one benchmark"},

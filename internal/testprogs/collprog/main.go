@@ -55,9 +55,20 @@ func recoverFrom(w *mpi.Comm, dead int) error {
 	if err := w.Barrier(); err != nil {
 		return err
 	}
+	// Every other rank tells the one that will die that it has left the
+	// barrier, so that the death fails what comes next, not the barrier.
 	if w.Rank() == dead {
+		var token [1]byte
+		for r := 0; r < w.Size()-1; r++ {
+			if _, err := w.Recv(token[:], mpi.AnySource, 4); err != nil {
+				return err
+			}
+		}
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {}
+	}
+	if err := w.Send([]byte{1}, dead, 4); err != nil {
+		return err
 	}
 	var b [8]byte
 	_, recvErr := w.Recv(b[:], dead, 5)
