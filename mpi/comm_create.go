@@ -44,6 +44,35 @@ func (s *cidSet) reserve(c int) bool {
 	return true
 }
 
+// reserveWindow marks used every id of [base, base+64·words) that is free
+// and returns them as a bit mask (bit i of word w: id base+64w+i). A
+// CreateGroup holds its window while the members combine their masks, so
+// that another agreement running at the same time in this process looks
+// elsewhere.
+func (s *cidSet) reserveWindow(base, words int) []uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mask := make([]uint64, words)
+	for i := 0; i < 64*words; i++ {
+		if c := base + i; c >= 2 && c <= maxCID && !s.used[c] {
+			s.used[c] = true
+			mask[i/64] |= 1 << (i % 64)
+		}
+	}
+	return mask
+}
+
+// releaseWindow frees the ids of a reserved mask, but keep (-1: none).
+func (s *cidSet) releaseWindow(base int, mask []uint64, keep int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < 64*len(mask); i++ {
+		if mask[i/64]&(1<<(i%64)) != 0 && base+i != keep {
+			s.used[base+i] = false
+		}
+	}
+}
+
 func (s *cidSet) set(c int, used bool) {
 	s.mu.Lock()
 	s.used[c] = used

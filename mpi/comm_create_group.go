@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -21,7 +22,7 @@ const (
 
 func init() {
 	mca.RegisterProjectParams("mpi", params.Def{
-		Name: CreateGroupAlgorithmParam, Type: params.Enum, Default: "dinan", Level: 5,
+		Name: CreateGroupAlgorithmParam, Type: params.Enum, Default: "lwgrp", Level: 5,
 		Values: []params.EnumValue{{Value: createGroupLwgrp, Name: "lwgrp"}, {Value: createGroupDinan, Name: "dinan"}},
 		Help: "How Comm.CreateGroup builds a communicator among the group's members alone: " +
 			"lwgrp (an allreduce of the members' free context ids over a light-weight ring of the members: " +
@@ -59,12 +60,69 @@ func (c *Comm) CreateGroup(g *Group, tag int) (*Comm, error) {
 	case createGroupDinan:
 		nc, err = c.createGroupDinan(members, me, tag)
 	default:
-		err = mpierr.Errorf(mpierr.ErrUnsupportedOp, "%s=lwgrp is not built yet: use dinan", CreateGroupAlgorithmParam)
+		nc, err = c.createGroupLwgrp(g, members, tag)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("mpi: %s on %s: %w", op, c.name, err)
 	}
 	return nc, nil
+}
+
+// cidWindowWords is the size of the window of context ids a CreateGroup
+// agrees on at once: 4 words, 256 ids, 32 bytes an allreduce.
+const cidWindowWords = 4
+
+// createGroupLwgrp agrees on a context id among the members alone: each
+// reserves the free ids of a window, the members AND their masks over a
+// light-weight group of themselves (lwgrp's recursive doubling on the
+// parent's point-to-point, with tag: ⌈log2 n⌉ rounds, two more when n is
+// not a power of two), and all take the lowest id left; a window with none
+// free everywhere sends them on to the next.
+func (c *Comm) createGroupLwgrp(g *Group, members []int, tag int) (*Comm, error) {
+	var t lwgrp.Transport = c
+	if c.inst.groupTransport != nil {
+		t = c.inst.groupTransport(c)
+	}
+	lg, err := lwgrp.LogChainFromList(t, members)
+	if err != nil {
+		return nil, err
+	}
+	ids := &c.inst.p2p.cids
+	for base := 0; base <= maxCID; base += 64 * cidWindowWords {
+		mine := ids.reserveWindow(base, cidWindowWords)
+		all := make([]uint64, cidWindowWords)
+		if err := lwgrp.Allreduce(lg, mine, all, BAnd, tag); err != nil {
+			ids.releaseWindow(base, mine, -1)
+			return nil, err
+		}
+		cid := -1
+		for w, bits := range all {
+			if bits != 0 {
+				cid = base + 64*w + lowestBit(bits)
+				break
+			}
+		}
+		ids.releaseWindow(base, mine, cid)
+		if cid < 0 {
+			continue
+		}
+		nc, err := c.inst.newComm(uint16(cid), g.g, fmt.Sprintf("%s.group(%d)", c.name, cid))
+		if err != nil {
+			ids.set(cid, false)
+			return nil, err
+		}
+		return nc, nil
+	}
+	return nil, mpierr.Errorf(mpierr.ErrIntern, "no context id is free in every member: %d communicators exist", maxCID+1)
+}
+
+func lowestBit(v uint64) int {
+	i := 0
+	for v&1 == 0 {
+		v >>= 1
+		i++
+	}
+	return i
 }
 
 // parentRanks returns the rank in c of each member of g, in g's order, or

@@ -1,6 +1,7 @@
 package mpi_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -103,7 +105,7 @@ func TestCreateGroup(t *testing.T) {
 	if testing.Short() {
 		sizes = []int{1, 3, 8}
 	}
-	for _, alg := range []string{"dinan"} {
+	for _, alg := range []string{"lwgrp", "dinan"} {
 		for _, n := range sizes {
 			t.Run(fmt.Sprintf("%s/%d", alg, n), func(t *testing.T) {
 				runCreateGroups(t, n, randomGroups(n, 3, uint64(n)), mpitest.WithMCA(mpi.CreateGroupAlgorithmParam, alg))
@@ -130,4 +132,127 @@ func TestCreateGroupErrors(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// lamport counts rounds: each message carries its sender's clock, and a
+// receiver's clock becomes at least the message's plus one.
+type lamport struct {
+	*mpi.Comm
+	mu    sync.Mutex
+	clock int64
+}
+
+func (l *lamport) now() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return binary.LittleEndian.AppendUint64(nil, uint64(l.clock))
+}
+
+func (l *lamport) tick(in []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clock = max(l.clock, int64(binary.LittleEndian.Uint64(in))+1)
+}
+
+func (l *lamport) Send(buf []byte, dst, tag int) error {
+	return l.Comm.Send(append(l.now(), buf...), dst, tag)
+}
+
+func (l *lamport) Recv(buf []byte, src, tag int) (mpi.Status, error) {
+	in := make([]byte, 8+len(buf))
+	st, err := l.Comm.Recv(in, src, tag)
+	if err == nil {
+		l.tick(in)
+		copy(buf, in[8:st.Count])
+		st.Count -= 8
+	}
+	return st, err
+}
+
+func (l *lamport) Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (mpi.Status, error) {
+	in := make([]byte, 8+len(recvbuf))
+	st, err := l.Comm.Sendrecv(append(l.now(), sendbuf...), dst, sendtag, in, src, recvtag)
+	if err == nil {
+		l.tick(in)
+		copy(recvbuf, in[8:st.Count])
+		st.Count -= 8
+	}
+	return st, err
+}
+
+// CreateGroup's lwgrp algorithm takes at most 2⌈log2 n⌉+2 rounds among the
+// members (Lamport clocks on its messages; it needs ⌈log2 n⌉, two more
+// when n is not a power of two); beside it, the messages each member of
+// the dinan algorithm sends.
+func TestCreateGroupRounds(t *testing.T) {
+	ns := []int{2, 3, 5, 8, 13, 16, 33, 64}
+	if !testing.Short() {
+		ns = append(ns, 256)
+	}
+	for _, n := range ns {
+		var mu sync.Mutex
+		var rounds int64
+		var dinanMsgs uint64
+		mpitest.Run(t, n+2, func(r *mpitest.Rank) error {
+			w := r.CommWorld()
+			members := seq(0, n) // ranks n and n+1 are not members
+			if w.Rank() >= n {
+				return nil // not a member: never called
+			}
+			var lt *lamport
+			r.WrapCreateGroupTransport(func(c *mpi.Comm) lwgrp.Transport { lt = &lamport{Comm: c}; return lt })
+			g, err := w.Group().Incl(members)
+			if err != nil {
+				return err
+			}
+			c, err := w.CreateGroup(g, 5)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			rounds = max(rounds, lt.clock)
+			mu.Unlock()
+			return c.Free()
+		})
+		limit := int64(2*bits(n-1) + 2)
+		if rounds > limit || rounds < int64(bits(n-1)) {
+			t.Errorf("lwgrp CreateGroup of %d members: %d rounds, want %d..%d", n, rounds, bits(n-1), limit)
+		}
+		mpitest.Run(t, n+2, func(r *mpitest.Rank) error {
+			w := r.CommWorld()
+			members := seq(0, n) // ranks n and n+1 are not members
+			if w.Rank() >= n {
+				return nil
+			}
+			g, err := w.Group().Incl(members)
+			if err != nil {
+				return err
+			}
+			before := sentBy(r.Instance)
+			c, err := w.CreateGroup(g, 5)
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			dinanMsgs = max(dinanMsgs, sentBy(r.Instance)-before)
+			mu.Unlock()
+			return c.Free()
+		}, mpitest.WithMCA(mpi.CreateGroupAlgorithmParam, "dinan"))
+		t.Logf("%d members: lwgrp %d rounds (⌈log2 n⌉ = %d); dinan: at most %d messages sent by a member", n, rounds, bits(n-1), dinanMsgs)
+	}
+}
+
+func sentBy(i *mpi.Instance) uint64 {
+	s := i.PMLStats()
+	return s.LLPHits + s.Eager + s.Rendezvous + s.RGet
+}
+
+// bits(n-1) is ⌈log2 n⌉.
+func bits(v int) int {
+	k := 0
+	for v > 0 {
+		k++
+		v >>= 1
+	}
+	return k
 }

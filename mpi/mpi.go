@@ -22,6 +22,7 @@ import (
 
 	_ "github.com/gompi/gompi/components/builtin"
 	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -67,6 +68,9 @@ type Instance struct {
 	// p2p is the PML, the LLPs and the world and self communicators
 	// (p2p.go).
 	p2p p2pState
+	// groupTransport, when set (tests: export_test.go), wraps the parent
+	// that CreateGroup's lwgrp algorithm talks through, to count rounds.
+	groupTransport func(*Comm) lwgrp.Transport
 
 	mu        sync.Mutex
 	finalized bool

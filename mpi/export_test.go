@@ -1,0 +1,7 @@
+package mpi
+
+import "github.com/gompi/gompi/lwgrp"
+
+// WrapCreateGroupTransport makes CreateGroup's lwgrp algorithm talk
+// through f(parent) instead of the parent: tests count its rounds.
+func (i *Instance) WrapCreateGroupTransport(f func(*Comm) lwgrp.Transport) { i.groupTransport = f }
