@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
 )
@@ -14,7 +15,7 @@ import (
 // it. Create and CreateGroup use the even ranks; only the members of a
 // CreateGroup call it, with the algorithm of
 // mpi_comm_create_group_algorithm.
-var commOps = []string{"dup", "split", "create", "creategroup"}
+var commOps = []string{"dup", "split", "create", "creategroup", "lwgrp-list+allreduce", "lwgrp-jump+allreduce", "split+allreduce"}
 
 // createGroupAlgorithms are the values of mpi_comm_create_group_algorithm
 // that --goroutines runs in turn.
@@ -86,13 +87,31 @@ func commCreateRank(inst *mpi.Instance, o *options, w io.Writer, ops []string, h
 			how = "goroutine ranks"
 		}
 		fmt.Fprintf(w, "# gompi-bench commcreate: %d %s, %d calls each (then Free); create and creategroup over the %d even ranks\n", n, how, iters, len(even))
-		fmt.Fprintf(w, "# %-18s %14s %14s %14s\n", "Operation", "Avg (us)", "Max (us)", "Msgs/rank")
+		fmt.Fprintf(w, "# lwgrp-list: a logring of the even ranks from the list (no message); lwgrp-jump: from a ring by pointer jumping;\n")
+		fmt.Fprintf(w, "# then one 8-byte Allreduce over it; split+allreduce: Comm.Split by parity, one 8-byte Allreduce, Free\n")
+		fmt.Fprintf(w, "# %-18s %14s %14s %14s %14s\n", "Operation", "Avg (us)", "Max (us)", "Msgs/rank", "Bytes/member")
 	}
 	alg := inst.Base().Lookup(mpi.CreateGroupAlgorithmParam).Str()
 	for _, op := range ops {
 		member := me%2 == 0
+		ct := &countingTransport{Comm: c}
 		run := func() (*mpi.Comm, error) {
 			switch op {
+			case "lwgrp-list+allreduce", "lwgrp-jump+allreduce":
+				if !member {
+					return nil, nil
+				}
+				return nil, lwgrpAllreduce(ct, even, op == "lwgrp-jump+allreduce")
+			case "split+allreduce":
+				sub, err := c.Split(me%2, 0)
+				if err != nil {
+					return nil, err
+				}
+				var sum [1]int64
+				if err := mpi.Allreduce(sub, []int64{1}, sum[:], mpi.Sum); err != nil {
+					return nil, err
+				}
+				return sub, nil
 			case "dup":
 				return c.Dup()
 			case "split":
@@ -132,8 +151,12 @@ func commCreateRank(inst *mpi.Instance, o *options, w io.Writer, ops []string, h
 				fmt.Fprintf(w, "# %s failed on rank %d: %v\n", name, me, failed)
 			}
 		}
-		stats := []float64{per, msgs}
-		var sum, hi [2]float64
+		bytes := -1.0 // not counted
+		if ct.bytes > 0 || op == "lwgrp-list+allreduce" || op == "lwgrp-jump+allreduce" {
+			bytes = float64(ct.bytes) / float64(iters)
+		}
+		stats := []float64{per, msgs, bytes}
+		var sum, hi [3]float64
 		var anyBad [1]int64
 		if err := mpi.Reduce(c, stats, sum[:], mpi.Sum, 0); err != nil {
 			return err
@@ -145,7 +168,11 @@ func commCreateRank(inst *mpi.Instance, o *options, w io.Writer, ops []string, h
 			return err
 		}
 		if me == 0 && anyBad[0] == 0 {
-			fmt.Fprintf(w, "%-20s %14.1f %14.1f %14.1f\n", name, sum[0]/float64(n), hi[0], sum[1]/float64(n))
+			bytesCol := "-"
+			if hi[2] >= 0 {
+				bytesCol = fmt.Sprintf("%.0f", hi[2])
+			}
+			fmt.Fprintf(w, "%-20s %14.1f %14.1f %14.1f %14s\n", name, sum[0]/float64(n), hi[0], sum[1]/float64(n), bytesCol)
 		}
 	}
 	return c.Barrier()
@@ -155,4 +182,40 @@ func commCreateRank(inst *mpi.Instance, o *options, w io.Writer, ops []string, h
 func sent(inst *mpi.Instance) uint64 {
 	s := inst.PMLStats()
 	return s.LLPHits + s.Eager + s.Rendezvous + s.RGet
+}
+
+// lwgrpAllreduce builds a logring of members (from the list, or from a
+// ring by pointer jumping) and runs one 8-byte Allreduce over it.
+func lwgrpAllreduce(t lwgrp.Transport, members []int, jump bool) error {
+	var g *lwgrp.LogRing
+	var err error
+	if jump {
+		var ring *lwgrp.Ring
+		if ring, err = lwgrp.RingFromList(t, members); err == nil {
+			g, err = lwgrp.LogRingFromRing(ring, 90)
+		}
+	} else {
+		g, err = lwgrp.LogRingFromList(t, members)
+	}
+	if err != nil {
+		return err
+	}
+	var sum [1]int64
+	return lwgrp.Allreduce(&g.LogChain, []int64{1}, sum[:], mpi.Sum, 91)
+}
+
+// countingTransport counts the bytes this rank sends through it.
+type countingTransport struct {
+	*mpi.Comm
+	bytes int64
+}
+
+func (t *countingTransport) Send(buf []byte, dst, tag int) error {
+	t.bytes += int64(len(buf))
+	return t.Comm.Send(buf, dst, tag)
+}
+
+func (t *countingTransport) Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (mpi.Status, error) {
+	t.bytes += int64(len(sendbuf))
+	return t.Comm.Sendrecv(sendbuf, dst, sendtag, recvbuf, src, recvtag)
 }
