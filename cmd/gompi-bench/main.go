@@ -46,10 +46,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
 )
 
 const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
@@ -95,8 +97,8 @@ Options:
                          (in Barrier, which rank 0 joins after its loop)
   --loops N              idle: steps of rank 0's loop, at least 1 (default 210000000, about
                          190 ms on the 2-core machines gompi is measured on)
-  --goroutines N         commcreate: run N goroutine ranks in this process (1 to 1024) instead
-                         of the processes mpirun started
+  --goroutines N         commcreate and the collectives: run N goroutine ranks in this process
+                         (1 to 1024) instead of the processes mpirun started
   --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
                          one-way) before and after each size; needs them on one node
   -h, --help             print this help
@@ -380,6 +382,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 			time.Sleep(500 * time.Millisecond)
 		}
 		return 2
+	}
+	if o.kind.isColl() && o.goroutines > 0 {
+		// The collective over goroutine ranks of this process.
+		if o.probe {
+			fmt.Fprintf(stderr, "gompi-bench: --probe needs processes, not --goroutines\n")
+			return 2
+		}
+		var mu sync.Mutex
+		lw := &lockedWriter{mu: &mu, w: stdout}
+		if err := mpitest.RunErr(o.goroutines, func(r *mpitest.Rank) error { return collBench(r.Instance, o, lw) }); err != nil {
+			fmt.Fprintf(stderr, "gompi-bench: %s: %v\n", o.kind, err)
+			return 1
+		}
+		return 0
 	}
 	if o.kind == commCreateKind {
 		// It starts its own instances: goroutine ranks, or this process's.

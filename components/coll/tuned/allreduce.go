@@ -39,7 +39,7 @@ func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 		for mask := 1; mask < p2; mask <<= 1 {
 			pv := newrank ^ mask
 			partner := h.rankOf(pv)
-			n, err := coll.Sendrecv(c, work, partner, tmp, partner, tag)
+			n, err := coll.Exchange(c, work, partner, tmp, partner, tag)
 			if err != nil {
 				return err
 			}
@@ -86,7 +86,7 @@ func allreduceRabenseifner(c coll.Comm, a *coll.Args) error {
 			}
 			sb, se := span(lo, hi)
 			rb, re := span(plo, phi)
-			n, err := coll.Sendrecv(c, work[sb:se], partner, work[rb:re], partner, tag)
+			n, err := coll.Exchange(c, work[sb:se], partner, work[rb:re], partner, tag)
 			if err != nil {
 				return err
 			}
@@ -117,7 +117,7 @@ func allreduceRing(c coll.Comm, a *coll.Args) error {
 	for step := 0; step < n-1; step++ {
 		sb, rb := me-step, me-step-1
 		in := tmp[:len(block(rb))]
-		got, err := coll.Sendrecv(c, block(sb), next, in, prev, tag)
+		got, err := coll.Exchange(c, block(sb), next, in, prev, tag)
 		if err != nil {
 			return err
 		}
@@ -129,7 +129,7 @@ func allreduceRing(c coll.Comm, a *coll.Args) error {
 	tag = coll.Tag(coll.Allreduce, 7)
 	for step := 0; step < n-1; step++ {
 		sb, rb := me+1-step, me-step
-		if _, err := coll.Sendrecv(c, block(sb), next, block(rb), prev, tag); err != nil {
+		if _, err := coll.Exchange(c, block(sb), next, block(rb), prev, tag); err != nil {
 			return err
 		}
 	}

@@ -39,7 +39,7 @@ func alltoallPairwise(c coll.Comm, a *coll.Args) error {
 	tag := coll.Tag(a.Op, 1)
 	for s := 1; s < n; s++ {
 		dst, src := (me+s)%n, (me-s+n)%n
-		got, err := coll.Sendrecv(c, send[sd[dst]:sd[dst]+sc[dst]], dst, a.Recv[rd[src]:rd[src]+rc[src]], src, tag)
+		got, err := coll.Exchange(c, send[sd[dst]:sd[dst]+sc[dst]], dst, a.Recv[rd[src]:rd[src]+rc[src]], src, tag)
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func alltoallBruck(c coll.Comm, a *coll.Args) error {
 				cnt++
 			}
 		}
-		got, err := coll.Sendrecv(c, pack[:cnt*bs], (me+k)%n, in[:cnt*bs], (me-k+n)%n, tag)
+		got, err := coll.Exchange(c, pack[:cnt*bs], (me+k)%n, in[:cnt*bs], (me-k+n)%n, tag)
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func scanRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 		if partner >= n {
 			continue
 		}
-		got, err := coll.Sendrecv(c, partial, partner, tmp, partner, tag)
+		got, err := coll.Exchange(c, partial, partner, tmp, partner, tag)
 		if err != nil {
 			return err
 		}

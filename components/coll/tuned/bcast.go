@@ -12,7 +12,7 @@ func barrierDissemination(c coll.Comm, _ *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	tag := coll.Tag(coll.Barrier, 0)
 	for k := 1; k < n; k <<= 1 {
-		if _, err := coll.Sendrecv(c, nil, (me+k)%n, nil, (me-k+n)%n, tag); err != nil {
+		if _, err := coll.Exchange(c, nil, (me+k)%n, nil, (me-k+n)%n, tag); err != nil {
 			return err
 		}
 	}
@@ -39,7 +39,7 @@ func barrierRecursiveDoubling(c coll.Comm, _ *coll.Args) error {
 		}
 	}
 	for mask := 1; mask < p2; mask <<= 1 {
-		if _, err := coll.Sendrecv(c, nil, me^mask, nil, me^mask, xchg); err != nil {
+		if _, err := coll.Exchange(c, nil, me^mask, nil, me^mask, xchg); err != nil {
 			return err
 		}
 	}
@@ -154,7 +154,7 @@ func bcastScatterAllgather(c coll.Comm, a *coll.Args) error {
 	for step := 0; step < n-1; step++ {
 		sb := (vr - step + n) % n
 		rb := (vr - step - 1 + n) % n
-		if _, err := coll.Sendrecv(c, span(sb, sb+1), next, span(rb, rb+1), prev, tag); err != nil {
+		if _, err := coll.Exchange(c, span(sb, sb+1), next, span(rb, rb+1), prev, tag); err != nil {
 			return err
 		}
 	}

@@ -49,7 +49,7 @@ func allgatherRing(c coll.Comm, a *coll.Args) error {
 	next, prev := (me+1)%n, (me-1+n)%n
 	for step := 0; step < n-1; step++ {
 		rb := me - step - 1
-		got, err := coll.Sendrecv(c, block(me-step), next, block(rb), prev, tag)
+		got, err := coll.Exchange(c, block(me-step), next, block(rb), prev, tag)
 		if err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func allgatherBruck(c coll.Comm, a *coll.Args) error {
 	tag := coll.Tag(coll.Allgather, 1)
 	for k := 1; k < n; k <<= 1 {
 		cnt := min(k, n-k)
-		got, err := coll.Sendrecv(c, buf[:cnt*bs], (me-k+n)%n, buf[k*bs:(k+cnt)*bs], (me+k)%n, tag)
+		got, err := coll.Exchange(c, buf[:cnt*bs], (me-k+n)%n, buf[k*bs:(k+cnt)*bs], (me+k)%n, tag)
 		if err != nil {
 			return err
 		}
@@ -106,7 +106,7 @@ func allgatherRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 		partner := me ^ mask
 		mine := me &^ (mask - 1) // my group's first rank
 		theirs := partner &^ (mask - 1)
-		got, err := coll.Sendrecv(c, a.Recv[mine*bs:(mine+mask)*bs], partner, a.Recv[theirs*bs:(theirs+mask)*bs], partner, tag)
+		got, err := coll.Exchange(c, a.Recv[mine*bs:(mine+mask)*bs], partner, a.Recv[theirs*bs:(theirs+mask)*bs], partner, tag)
 		if err != nil {
 			return err
 		}

@@ -169,7 +169,7 @@ func reduceScatterHalving(c coll.Comm, a *coll.Args, work []byte, op coll.Op) (*
 		}
 		sb, se := span(sendLo, sendHi)
 		kb, ke := span(keepLo, keepHi)
-		n, err := coll.Sendrecv(c, work[sb:se], partner, tmp[kb:ke], partner, tag)
+		n, err := coll.Exchange(c, work[sb:se], partner, tmp[kb:ke], partner, tag)
 		if err != nil {
 			return nil, err
 		}

@@ -62,7 +62,7 @@ func AlgorithmParam(op coll.Op) string { return "coll_tuned_" + op.String() + "_
 type Component struct {
 	forced [coll.NumOps]*params.Param
 	// The decision rules' thresholds, in bytes.
-	segment, bcastLarge, allreduceLarge, allgatherLarge, alltoallSmall *params.Param
+	segment, bcastLarge, allreduceLarge, allreduceRing, allgatherLarge, alltoallSmall *params.Param
 }
 
 // Info describes the component.
@@ -90,7 +90,10 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.bcastLarge = r.Add(params.Def{Name: "coll_tuned_bcast_large_bytes", Type: params.Size, Level: 6, Default: "64k",
 		Help: "Messages of at least this many bytes are broadcast by scatter and allgather (pipelined on 3 ranks or fewer); smaller ones down a binomial tree"})
 	c.allreduceLarge = r.Add(params.Def{Name: "coll_tuned_allreduce_large_bytes", Type: params.Size, Level: 6, Default: "16k",
-		Help: "Allreduces of at least this many bytes with a commutative op use Rabenseifner's reduce-scatter and allgather; smaller ones recursive doubling"})
+		Help: "Allreduces of at least this many bytes with a commutative op on more than 4 ranks use Rabenseifner's reduce-scatter and allgather; smaller ones recursive doubling"})
+	c.allreduceRing = r.Add(params.Def{Name: "coll_tuned_allreduce_ring_bytes", Type: params.Size, Level: 6, Default: "128k",
+		Help: "Allreduces of at least this many bytes with a commutative op go round a ring (on 2 ranks from 1k): measured on 2 cores, " +
+			"the ring moves the least data and wins from there (2 ranks, 1 MiB: 390 µs against 519 for recursive doubling)"})
 	c.allgatherLarge = r.Add(params.Def{Name: "coll_tuned_allgather_large_bytes", Type: params.Size, Level: 6, Default: "64k",
 		Help: "Allgathers gathering at least this many bytes in all go round a ring; smaller ones by Bruck's algorithm (recursive doubling on powers of two)"})
 	c.alltoallSmall = r.Add(params.Def{Name: "coll_tuned_alltoall_small_bytes", Type: params.Size, Level: 6, Default: "256",
@@ -107,6 +110,7 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 		segment:        int(b.Get(c.segment).Uint()),
 		bcastLarge:     int(b.Get(c.bcastLarge).Uint()),
 		allreduceLarge: int(b.Get(c.allreduceLarge).Uint()),
+		allreduceRing:  int(b.Get(c.allreduceRing).Uint()),
 		allgatherLarge: int(b.Get(c.allgatherLarge).Uint()),
 		alltoallSmall:  int(b.Get(c.alltoallSmall).Uint()),
 	}
@@ -122,12 +126,11 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 
 // module is tuned for one communicator.
 type module struct {
-	log                                                                *mca.Logger
-	forced                                                             [coll.NumOps]int
-	slots                                                              coll.Slots
-	warned                                                             [coll.NumOps]sync.Once
-	segment, bcastLarge, allreduceLarge, allgatherLarge, alltoallSmall int
-	// segSize is the pipelined bcast's segment size, read by its algorithm.
+	log                                                                               *mca.Logger
+	forced                                                                            [coll.NumOps]int
+	slots                                                                             coll.Slots
+	warned                                                                            [coll.NumOps]sync.Once
+	segment, bcastLarge, allreduceLarge, allreduceRing, allgatherLarge, alltoallSmall int
 }
 
 func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
@@ -183,7 +186,17 @@ func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
 		}
 		return 1
 	case coll.Allreduce:
-		if commutative && n > 2 && len(a.Recv) >= m.allreduceLarge {
+		// Measured (gompi-bench allreduce, near placement, 2 cores): at 2
+		// ranks the ring wins from 1 KiB; at 4 recursive doubling up to
+		// 64 KiB, the ring from 256 KiB (204 µs against 447); Rabenseifner
+		// is for more ranks than 2 cores could tell.
+		bytes := len(a.Recv)
+		switch {
+		case !commutative:
+			return 1
+		case (n == 2 && bytes >= 1024) || bytes >= m.allreduceRing:
+			return 3
+		case n > 4 && bytes >= m.allreduceLarge:
 			return 2
 		}
 		return 1
