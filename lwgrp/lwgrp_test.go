@@ -1,7 +1,6 @@
 package lwgrp_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/lwgrp"
+	"github.com/gompi/gompi/lwgrp/lwgrptest"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -423,46 +423,6 @@ func TestErrors(t *testing.T) {
 
 func second[T any](_ T, err error) error { return err }
 
-// lamport is a Transport that counts rounds: every message carries its
-// sender's clock, and a receiver's clock becomes at least the message's
-// plus one; after a collective the largest clock is its number of rounds.
-type lamport struct {
-	*mpi.Comm
-	clock int64
-}
-
-func (l *lamport) Send(buf []byte, dst, tag int) error {
-	return l.Comm.Send(append(binary.LittleEndian.AppendUint64(nil, uint64(l.clock)), buf...), dst, tag)
-}
-
-func (l *lamport) tick(in []byte) {
-	if c := int64(binary.LittleEndian.Uint64(in)) + 1; c > l.clock {
-		l.clock = c
-	}
-}
-
-func (l *lamport) Recv(buf []byte, src, tag int) (mpi.Status, error) {
-	in := make([]byte, 8+len(buf))
-	st, err := l.Comm.Recv(in, src, tag)
-	if err == nil {
-		l.tick(in)
-		copy(buf, in[8:st.Count])
-		st.Count -= 8
-	}
-	return st, err
-}
-
-func (l *lamport) Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (mpi.Status, error) {
-	in := make([]byte, 8+len(recvbuf))
-	st, err := l.Comm.Sendrecv(append(binary.LittleEndian.AppendUint64(nil, uint64(l.clock)), sendbuf...), dst, sendtag, in, src, recvtag)
-	if err == nil {
-		l.tick(in)
-		copy(recvbuf, in[8:st.Count])
-		st.Count -= 8
-	}
-	return st, err
-}
-
 // Barrier, Bcast, Allgather and Alltoall take ⌈log2 n⌉ rounds (a tree's
 // root sends to its children in one round, so Bcast may take one fewer
 // when n is not a power of two), Allreduce ⌈log2 n⌉, plus at most two
@@ -495,7 +455,7 @@ func TestRounds(t *testing.T) {
 			var mu sync.Mutex
 			most := int64(0)
 			mpitest.Run(t, n, func(r *mpitest.Rank) error {
-				lt := &lamport{Comm: r.CommWorld()}
+				lt := &lwgrptest.Lamport{Transport: r.CommWorld()}
 				g, err := lwgrp.LogRingFromComm(lt)
 				if err != nil {
 					return err
@@ -504,7 +464,7 @@ func TestRounds(t *testing.T) {
 					return err
 				}
 				mu.Lock()
-				most = max(most, lt.clock)
+				most = max(most, lt.Clock())
 				mu.Unlock()
 				return nil
 			})

@@ -1,7 +1,6 @@
 package mpi_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/lwgrp"
+	"github.com/gompi/gompi/lwgrp/lwgrptest"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -134,52 +134,6 @@ func TestCreateGroupErrors(t *testing.T) {
 	})
 }
 
-// lamport counts rounds: each message carries its sender's clock, and a
-// receiver's clock becomes at least the message's plus one.
-type lamport struct {
-	*mpi.Comm
-	mu    sync.Mutex
-	clock int64
-}
-
-func (l *lamport) now() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return binary.LittleEndian.AppendUint64(nil, uint64(l.clock))
-}
-
-func (l *lamport) tick(in []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.clock = max(l.clock, int64(binary.LittleEndian.Uint64(in))+1)
-}
-
-func (l *lamport) Send(buf []byte, dst, tag int) error {
-	return l.Comm.Send(append(l.now(), buf...), dst, tag)
-}
-
-func (l *lamport) Recv(buf []byte, src, tag int) (mpi.Status, error) {
-	in := make([]byte, 8+len(buf))
-	st, err := l.Comm.Recv(in, src, tag)
-	if err == nil {
-		l.tick(in)
-		copy(buf, in[8:st.Count])
-		st.Count -= 8
-	}
-	return st, err
-}
-
-func (l *lamport) Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (mpi.Status, error) {
-	in := make([]byte, 8+len(recvbuf))
-	st, err := l.Comm.Sendrecv(append(l.now(), sendbuf...), dst, sendtag, in, src, recvtag)
-	if err == nil {
-		l.tick(in)
-		copy(recvbuf, in[8:st.Count])
-		st.Count -= 8
-	}
-	return st, err
-}
-
 // CreateGroup's lwgrp algorithm takes at most 2⌈log2 n⌉+2 rounds among the
 // members (Lamport clocks on its messages; it needs ⌈log2 n⌉, two more
 // when n is not a power of two); beside it, the messages each member of
@@ -199,8 +153,8 @@ func TestCreateGroupRounds(t *testing.T) {
 			if w.Rank() >= n {
 				return nil // not a member: never called
 			}
-			var lt *lamport
-			r.WrapCreateGroupTransport(func(c *mpi.Comm) lwgrp.Transport { lt = &lamport{Comm: c}; return lt })
+			var lt *lwgrptest.Lamport
+			r.WrapCreateGroupTransport(func(c *mpi.Comm) lwgrp.Transport { lt = &lwgrptest.Lamport{Transport: c}; return lt })
 			g, err := w.Group().Incl(members)
 			if err != nil {
 				return err
@@ -210,7 +164,7 @@ func TestCreateGroupRounds(t *testing.T) {
 				return err
 			}
 			mu.Lock()
-			rounds = max(rounds, lt.clock)
+			rounds = max(rounds, lt.Clock())
 			mu.Unlock()
 			return c.Free()
 		})

@@ -81,6 +81,43 @@ func Exactly(c Comm, n, want, src int) error {
 	return nil
 }
 
+// Layout returns each rank's offset and length in a gathered (or
+// scattered) buffer: Displs and Counts for the v variants, equal blocks of
+// block bytes otherwise.
+func Layout(c Comm, a *Args, block int) (displs, counts []int) {
+	if a.Counts != nil {
+		return a.Displs, a.Counts
+	}
+	n := c.Size()
+	displs, counts = make([]int, n), make([]int, n)
+	for i := range displs {
+		displs[i], counts[i] = i*block, block
+	}
+	return displs, counts
+}
+
+// WaitCounts waits for receives posted to every rank but skip, in rank
+// order (reqs holds one per rank but skip), checks that each brought
+// counts[r] bytes, and returns the first error.
+func WaitCounts(c Comm, reqs []*pml.Request, counts []int, skip int) error {
+	var first error
+	i := 0
+	for r := range counts {
+		if r == skip {
+			continue
+		}
+		st, err := reqs[i].Wait()
+		i++
+		if err == nil {
+			err = Exactly(c, st.Count, counts[r], r)
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // CeilLog2 is ⌈log2 n⌉ for n >= 1.
 func CeilLog2(n int) int {
 	k := 0

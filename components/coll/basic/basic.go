@@ -147,21 +147,6 @@ func Allreduce(c coll.Comm, a *coll.Args) error {
 	return Bcast(c, &coll.Args{Op: coll.Bcast, Recv: a.Recv, Root: 0})
 }
 
-// blocks returns each rank's offset and length in the gathered (or
-// scattered) buffer: Displs and Counts for the v variants, equal blocks
-// otherwise.
-func blocks(c coll.Comm, a *coll.Args, block int) (displs, counts []int) {
-	if a.Counts != nil {
-		return a.Displs, a.Counts
-	}
-	n := c.Size()
-	displs, counts = make([]int, n), make([]int, n)
-	for i := range displs {
-		displs[i], counts[i] = i*block, block
-	}
-	return displs, counts
-}
-
 // gatherBlock is the block size of gather and allgather.
 func gatherBlock(c coll.Comm, a *coll.Args) int {
 	if a.InPlace {
@@ -177,7 +162,7 @@ func Gather(c coll.Comm, a *coll.Args) error {
 	if me != a.Root {
 		return c.Send(a.Send, a.Root, tag)
 	}
-	displs, counts := blocks(c, a, gatherBlock(c, a))
+	displs, counts := coll.Layout(c, a, gatherBlock(c, a))
 	var reqs []*pml.Request
 	for r := 0; r < c.Size(); r++ {
 		dst := a.Recv[displs[r] : displs[r]+counts[r]]
@@ -194,28 +179,7 @@ func Gather(c coll.Comm, a *coll.Args) error {
 		}
 		reqs = append(reqs, q)
 	}
-	return waitExactly(c, reqs, counts, me)
-}
-
-// waitExactly waits for receives posted to every rank but skip, in rank
-// order, and checks that each brought counts[r] bytes.
-func waitExactly(c coll.Comm, reqs []*pml.Request, counts []int, skip int) error {
-	var first error
-	i := 0
-	for r := 0; r < len(counts); r++ {
-		if r == skip {
-			continue
-		}
-		st, err := reqs[i].Wait()
-		i++
-		if err == nil {
-			err = coll.Exactly(c, st.Count, counts[r], r)
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return coll.WaitCounts(c, reqs, counts, me)
 }
 
 // Scatter (and Scatterv): the root sends every block.
@@ -229,7 +193,7 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		block = len(a.Send) / c.Size()
 	}
-	displs, counts := blocks(c, a, block)
+	displs, counts := coll.Layout(c, a, block)
 	var reqs []*pml.Request
 	for r := 0; r < c.Size(); r++ {
 		src := a.Send[displs[r] : displs[r]+counts[r]]
@@ -253,7 +217,7 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 func Allgather(c coll.Comm, a *coll.Args) error {
 	tag := coll.Tag(a.Op, 0)
 	me, n := c.Rank(), c.Size()
-	displs, counts := blocks(c, a, gatherBlock(c, a))
+	displs, counts := coll.Layout(c, a, gatherBlock(c, a))
 	mine := a.Recv[displs[me] : displs[me]+counts[me]]
 	if !a.InPlace {
 		copy(mine, a.Send)
@@ -280,7 +244,7 @@ func Allgather(c coll.Comm, a *coll.Args) error {
 		}
 		sends = append(sends, q)
 	}
-	err := waitExactly(c, recvs, counts, me)
+	err := coll.WaitCounts(c, recvs, counts, me)
 	recvs = nil
 	return err
 }
@@ -299,7 +263,7 @@ func Alltoall(c coll.Comm, a *coll.Args) error {
 	}
 	if a.Counts == nil {
 		block := len(send) / n
-		sdispls, scounts = blocks(c, &coll.Args{}, block)
+		sdispls, scounts = coll.Layout(c, &coll.Args{}, block)
 		rdispls, rcounts = sdispls, scounts
 	}
 	copy(a.Recv[rdispls[me]:rdispls[me]+rcounts[me]], send[sdispls[me]:sdispls[me]+scounts[me]])
@@ -325,7 +289,7 @@ func Alltoall(c coll.Comm, a *coll.Args) error {
 		}
 		sends = append(sends, q)
 	}
-	err := waitExactly(c, recvs, rcounts, me)
+	err := coll.WaitCounts(c, recvs, rcounts, me)
 	recvs = nil
 	return err
 }

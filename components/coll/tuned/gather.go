@@ -19,25 +19,11 @@ func gatherBlock(c coll.Comm, a *coll.Args, fromRecv bool) int {
 	return len(a.Recv)
 }
 
-// vblocks returns each rank's offset and length in Recv: Displs and
-// Counts for the v variants, equal blocks otherwise.
-func vblocks(c coll.Comm, a *coll.Args, block int) (displs, counts []int) {
-	if a.Counts != nil {
-		return a.Displs, a.Counts
-	}
-	n := c.Size()
-	displs, counts = make([]int, n), make([]int, n)
-	for i := range displs {
-		displs[i], counts[i] = i*block, block
-	}
-	return displs, counts
-}
-
 // allgatherRing (and allgatherv): n-1 steps, in each of which every rank
 // passes the block it received last to the next rank.
 func allgatherRing(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
-	displs, counts := vblocks(c, a, gatherBlock(c, a, true))
+	displs, counts := coll.Layout(c, a, gatherBlock(c, a, true))
 	block := func(r int) []byte {
 		r = (r%n + n) % n
 		return a.Recv[displs[r] : displs[r]+counts[r]]
@@ -221,7 +207,7 @@ func gathervLinear(c coll.Comm, a *coll.Args) error {
 		}
 		reqs = append(reqs, q)
 	}
-	return waitCounts(c, reqs, a.Counts, me)
+	return coll.WaitCounts(c, reqs, a.Counts, me)
 }
 
 // scattervLinear: the root sends every block.
@@ -248,25 +234,4 @@ func scattervLinear(c coll.Comm, a *coll.Args) error {
 		reqs = append(reqs, q)
 	}
 	return coll.WaitAll(reqs...)
-}
-
-// waitCounts waits for receives posted to every rank but skip, in rank
-// order, and checks each brought counts[r] bytes.
-func waitCounts(c coll.Comm, reqs []*pml.Request, counts []int, skip int) error {
-	var first error
-	i := 0
-	for r := range counts {
-		if r == skip {
-			continue
-		}
-		st, err := reqs[i].Wait()
-		i++
-		if err == nil {
-			err = coll.Exactly(c, st.Count, counts[r], r)
-		}
-		if err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
