@@ -81,6 +81,14 @@ func Exactly(c Comm, n, want, src int) error {
 	return nil
 }
 
+// Input is the rank's contribution to a reduction: Send, or Recv in place.
+func (a *Args) Input() []byte {
+	if a.InPlace {
+		return a.Recv
+	}
+	return a.Send
+}
+
 // Layout returns each rank's offset and length in a gathered (or
 // scattered) buffer: Displs and Counts for the v variants, equal blocks of
 // block bytes otherwise.

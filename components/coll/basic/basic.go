@@ -96,20 +96,12 @@ func Bcast(c coll.Comm, a *coll.Args) error {
 	return coll.RecvExactly(c, a.Recv, a.Root, tag)
 }
 
-// input is the rank's contribution to a reduction: Send, or Recv in place.
-func input(a *coll.Args) []byte {
-	if a.InPlace {
-		return a.Recv
-	}
-	return a.Send
-}
-
 // Reduce: the root receives every contribution and folds them in rank
 // order, from the last: acc = x(r) op acc.
 func Reduce(c coll.Comm, a *coll.Args) error {
 	n, me := c.Size(), c.Rank()
 	tag := coll.Tag(coll.Reduce, 0)
-	in := input(a)
+	in := a.Input()
 	if me != a.Root {
 		return c.Send(in, a.Root, tag)
 	}
@@ -320,7 +312,7 @@ func Scan(c coll.Comm, a *coll.Args) error {
 func Exscan(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	tag := coll.Tag(coll.Exscan, 0)
-	mine := append([]byte(nil), input(a)...)
+	mine := append([]byte(nil), a.Input()...)
 	if me > 0 {
 		if err := coll.RecvExactly(c, a.Recv, me-1, tag); err != nil {
 			return err
@@ -339,7 +331,7 @@ func Exscan(c coll.Comm, a *coll.Args) error {
 // 0, then Scatter(v) the blocks.
 func ReduceScatter(c coll.Comm, a *coll.Args) error {
 	n, me := c.Size(), c.Rank()
-	in := input(a)
+	in := a.Input()
 	counts := a.Counts
 	if counts == nil {
 		block := len(in) / n

@@ -106,7 +106,7 @@ func alltoallBruck(c coll.Comm, a *coll.Args) error {
 func scanRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	exclusive := a.Op == coll.Exscan
-	in := input(a)
+	in := a.Input()
 	partial := append([]byte(nil), in...)
 	result := a.Recv
 	have := !exclusive // the prefix so far: my input for scan, nothing yet for exscan

@@ -4,14 +4,6 @@ import (
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
-// input is the rank's contribution: Send, or Recv in place.
-func input(a *coll.Args) []byte {
-	if a.InPlace {
-		return a.Recv
-	}
-	return a.Send
-}
-
 // reduceBinomial: a binomial tree over ranks in order, so that every
 // partial result covers a contiguous run of ranks and any op, commutative
 // or not, combines in rank order: in round k a rank with bit k set sends
@@ -26,7 +18,7 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 		center = a.Root
 	}
 	vr := rel(me, center, n)
-	in := input(a)
+	in := a.Input()
 	acc := append([]byte(nil), in...)
 	tmp := make([]byte, len(acc))
 	scratch := make([]byte, len(acc))
@@ -65,7 +57,7 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 // crosses each link about twice instead of log n times.
 func reduceRabenseifner(c coll.Comm, a *coll.Args) error {
 	me := c.Rank()
-	in := input(a)
+	in := a.Input()
 	work := append([]byte(nil), in...)
 	rs, err := reduceScatterHalving(c, a, work, coll.Reduce)
 	if err != nil {

@@ -46,14 +46,16 @@ var algs = map[coll.Op][]alg{
 	coll.Alltoall:           {1: {name: "pairwise", fn: alltoallPairwise}, 2: {name: "bruck", fn: alltoallBruck}},
 	coll.Alltoallv:          {1: {name: "pairwise", fn: alltoallPairwise}},
 	coll.Gather:             {1: {name: "binomial", fn: gatherBinomial}},
-	coll.Gatherv:            {1: {name: "linear", fn: gathervLinear}},
 	coll.Scatter:            {1: {name: "binomial", fn: scatterBinomial}},
-	coll.Scatterv:           {1: {name: "linear", fn: scattervLinear}},
 	coll.Scan:               {1: {name: "recursive_doubling", fn: scanRecursiveDoubling}},
 	coll.Exscan:             {1: {name: "recursive_doubling", fn: scanRecursiveDoubling}},
 	coll.ReduceScatter:      {1: {name: "allreduce", fn: reduceScatterAllreduce}},
 	coll.ReduceScatterBlock: {1: {name: "allreduce", fn: reduceScatterAllreduce}},
 }
+
+// Gatherv and scatterv have no algorithm here: their slots stay empty and
+// fall through to basic's linear ones, which are what a v variant's
+// uneven blocks call for anyway.
 
 // AlgorithmParam names op's forcing parameter.
 func AlgorithmParam(op coll.Op) string { return "coll_tuned_" + op.String() + "_algorithm" }
@@ -75,6 +77,9 @@ func (c *Component) Info() mca.Info {
 func (c *Component) Register(r *mca.Registrar) {
 	for op := coll.Op(0); op < coll.NumOps; op++ {
 		as := algs[op]
+		if len(as) == 0 {
+			continue
+		}
 		vals := []params.EnumValue{{Value: 0, Name: "auto"}}
 		var names []string
 		for v := 1; v < len(as); v++ {
@@ -116,9 +121,10 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	}
 	m.segment = max(m.segment, 1)
 	for op := coll.Op(0); op < coll.NumOps; op++ {
+		if c.forced[op] == nil {
+			continue // an empty slot: lower modules fill it
+		}
 		m.forced[op] = int(b.Get(c.forced[op]).Int())
-	}
-	for op := coll.Op(0); op < coll.NumOps; op++ {
 		m.slots[op] = m.dispatch(op)
 	}
 	return Priority, m, nil
