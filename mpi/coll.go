@@ -2,6 +2,7 @@ package mpi
 
 import (
 	"fmt"
+	"reflect"
 	"unsafe"
 
 	"github.com/gompi/gompi/datatype"
@@ -130,11 +131,26 @@ func reducer[T Elem](c *Comm, name string, op *Op) (datatype.Reducer, error) {
 	if err := c.check(name); err != nil {
 		return datatype.Reducer{}, err
 	}
+	// Binding an op to a type builds closures: once per instance, op and
+	// type, not per call (an 8-byte Allreduce spent a fifth of its time
+	// there).
+	key := reducerKey{op, reflect.TypeFor[T]()}
+	cache := &c.inst.reducers
+	if r, ok := cache.Load(key); ok {
+		return r.(datatype.Reducer), nil
+	}
 	r, err := datatype.ReducerFor[T](op)
 	if err != nil {
 		return r, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}
+	cache.Store(key, r)
 	return r, nil
+}
+
+// reducerKey names a bound reducer in an instance's cache.
+type reducerKey struct {
+	op *Op
+	t  reflect.Type
 }
 
 // addr is where a non-empty slice starts.

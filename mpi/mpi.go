@@ -71,6 +71,8 @@ type Instance struct {
 	// groupTransport, when set (tests: export_test.go), wraps the parent
 	// that CreateGroup's lwgrp algorithm talks through, to count rounds.
 	groupTransport func(*Comm) lwgrp.Transport
+	// reducers caches ops bound to element types (coll.go).
+	reducers sync.Map
 
 	mu        sync.Mutex
 	finalized bool

@@ -143,8 +143,13 @@ func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
 
 // dispatch is op's slot: the forced algorithm, or the rules' choice.
 func (m *module) dispatch(op coll.Op) coll.Func {
+	if op == coll.Bcast { // the pipeline reads its segment size from the comm
+		return func(c coll.Comm, a *coll.Args) error {
+			return m.choose(op, c, a).fn(withSegment(c, m.segment), a)
+		}
+	}
 	return func(c coll.Comm, a *coll.Args) error {
-		return m.choose(op, c, a).fn(withSegment(c, m.segment), a)
+		return m.choose(op, c, a).fn(c, a)
 	}
 }
 
