@@ -95,6 +95,18 @@ func (c *Comm) CollTable() string {
 	return c.coll.String()
 }
 
+// args returns v in an Args from the communicator's pool: a collective's
+// arguments are large enough that allocating them cost an 8-byte
+// Allreduce a tenth of its time. collective puts them back.
+func (c *Comm) args(v coll.Args) *coll.Args {
+	a, _ := c.argPool.Get().(*coll.Args)
+	if a == nil {
+		a = new(coll.Args)
+	}
+	*a = v
+	return a
+}
+
 // collective runs op after the common checks.
 func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 	if err := c.check(name); err != nil {
@@ -104,7 +116,10 @@ func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 	if c.local != nil {
 		cc = interColl{collComm{c}}
 	}
-	if err := c.coll.Call(op, cc, a); err != nil {
+	err := c.coll.Call(op, cc, a)
+	*a = coll.Args{} // drop the user's buffers before reuse
+	c.argPool.Put(a)
+	if err != nil {
 		return fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}
 	return nil
@@ -205,7 +220,7 @@ func bytesOf(c *Comm, name, what string, counts, displs []int, size, n int) ([]i
 
 // Barrier waits until every rank of c has called it (MPI_Barrier).
 func (c *Comm) Barrier() error {
-	return c.collective(coll.Barrier, "Barrier", &coll.Args{})
+	return c.collective(coll.Barrier, "Barrier", c.args(coll.Args{}))
 }
 
 // Barrier waits until every rank of c has called it (Comm.Barrier).
@@ -217,7 +232,7 @@ func Bcast[T Elem](c *Comm, buf []T, root int) error {
 	if err := c.checkRoot("Bcast", root); err != nil {
 		return err
 	}
-	return c.collective(coll.Bcast, "Bcast", &coll.Args{Recv: datatype.Bytes(buf), Root: root})
+	return c.collective(coll.Bcast, "Bcast", c.args(coll.Args{Recv: datatype.Bytes(buf), Root: root}))
 }
 
 // reduceArgs checks the buffers of an element-wise reduction and builds
@@ -228,7 +243,7 @@ func reduceArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, recvNeeded
 		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	a := &coll.Args{Send: s, Recv: d, Reducer: r}
+	a := c.args(coll.Args{Send: s, Recv: d, Reducer: r})
 	if !recvNeeded {
 		a.Recv = nil
 		return a, nil
@@ -310,7 +325,7 @@ func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op *Op) error {
 	if err != nil {
 		return err
 	}
-	a := &coll.Args{Send: s, Recv: d, Reducer: r}
+	a := c.args(coll.Args{Send: s, Recv: d, Reducer: r})
 	if ip {
 		a.Send, a.Recv, a.InPlace = nil, s, true
 	}
@@ -348,7 +363,7 @@ func ReduceScatter[T Elem](c *Comm, send, recv []T, counts []int, op *Op) error 
 	if err != nil {
 		return err
 	}
-	a := &coll.Args{Send: s, Recv: d, Counts: bc, Reducer: r}
+	a := c.args(coll.Args{Send: s, Recv: d, Counts: bc, Reducer: r})
 	if ip {
 		a.Send, a.Recv, a.InPlace = nil, s, true
 	}
@@ -365,7 +380,7 @@ func Gather[T Elem](c *Comm, send, recv []T, root int) error {
 		return err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	a := &coll.Args{Send: s, Root: root}
+	a := c.args(coll.Args{Send: s, Root: root})
 	if c.pc.Rank == root {
 		if len(recv) != len(send)*c.pc.Size {
 			return countErr(c, name, "the root receives %d elements for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
@@ -391,7 +406,7 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 		return err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	a := &coll.Args{Send: s, Root: root}
+	a := c.args(coll.Args{Send: s, Root: root})
 	if c.pc.Rank == root {
 		var err error
 		if a.Counts, a.Displs, err = bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d)); err != nil {
@@ -422,7 +437,7 @@ func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
 		return err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	a := &coll.Args{Recv: d, Root: root}
+	a := c.args(coll.Args{Recv: d, Root: root})
 	if c.pc.Rank == root {
 		if len(send) != len(recv)*c.pc.Size {
 			return countErr(c, name, "the root sends %d elements for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
@@ -448,7 +463,7 @@ func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root in
 		return err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	a := &coll.Args{Recv: d, Root: root}
+	a := c.args(coll.Args{Recv: d, Root: root})
 	if c.pc.Rank == root {
 		var err error
 		if a.Counts, a.Displs, err = bytesOf(c, name, "send", counts, displs, datatype.Size[T](), len(s)); err != nil {
@@ -485,7 +500,7 @@ func Allgather[T Elem](c *Comm, send, recv []T) error {
 	if err != nil {
 		return err
 	}
-	a := &coll.Args{Send: s, Recv: d}
+	a := c.args(coll.Args{Send: s, Recv: d})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
@@ -512,7 +527,7 @@ func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
 	if err != nil {
 		return err
 	}
-	a := &coll.Args{Send: s, Recv: d, Counts: bc, Displs: bd}
+	a := c.args(coll.Args{Send: s, Recv: d, Counts: bc, Displs: bd})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
@@ -536,7 +551,7 @@ func Alltoall[T Elem](c *Comm, send, recv []T) error {
 	if err != nil {
 		return err
 	}
-	a := &coll.Args{Send: s, Recv: d}
+	a := c.args(coll.Args{Send: s, Recv: d})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
@@ -559,7 +574,7 @@ func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T
 	if err != nil {
 		return err
 	}
-	a := &coll.Args{Send: s, Recv: d, Counts: rc, Displs: rd}
+	a := c.args(coll.Args{Send: s, Recv: d, Counts: rc, Displs: rd})
 	ip, err := c.inPlace(name, s, d, 0)
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gompi/gompi/frameworks/coll"
@@ -208,8 +209,10 @@ type Comm struct {
 	pc    pml.Comm
 	name  string
 	freed atomic.Bool
-	// coll is the communicator's table of collectives (coll.go).
-	coll *coll.Table
+	// coll is the communicator's table of collectives (coll.go), and
+	// argPool the collectives' reusable arguments.
+	coll    *coll.Table
+	argPool sync.Pool
 	// local is, on an intercommunicator, a communicator of the local group
 	// with a context of its own, for the local phases of collectives; nil
 	// on an intracommunicator.
