@@ -159,14 +159,18 @@ func (i *Instance) setup() error {
 	if i.bml, err = btl.NewBML(i.base, i.rt, transports); err != nil {
 		return undo(err) // NewBML finalized the transports
 	}
-	if err := i.p2p.setup(i); err != nil {
-		return undo(err)
-	}
+	setupErr := i.p2p.setup(i)
 	// No rank leaves Init before every rank has set up its transports (as
 	// Open MPI's MPI_Init ends with a barrier): a rank that returns and exits
 	// at once must not pull the ground from under a peer still adding it.
-	if err := i.p2p.barrier(i.rt); err != nil {
-		return undo(err)
+	// That holds for a rank whose setup failed too (no collective fills an
+	// operation, say): undoing removes segments its peers may still be
+	// mapping, and they would report that instead of the real cause.
+	if err := i.p2p.barrier(i.rt); err != nil && setupErr == nil {
+		setupErr = err
+	}
+	if setupErr != nil {
+		return undo(setupErr)
 	}
 	return nil
 }
