@@ -106,3 +106,47 @@ func sumReducer() datatype.Reducer {
 	}
 	return r
 }
+
+// The decision rules pick what their measurements say, and a forced
+// algorithm wins over them unless it needs a commutative op it lacks.
+func TestRules(t *testing.T) {
+	m := &module{segment: 32 << 10, bcastLarge: 64 << 10, allreduceLarge: 16 << 10, allreduceRing: 128 << 10,
+		allgatherLarge: 64 << 10, alltoallSmall: 256}
+	sum := sumReducer()
+	cases := []struct {
+		op    coll.Op
+		n     int
+		bytes int
+		want  string
+	}{
+		{coll.Allreduce, 2, 8, "recursive_doubling"},
+		{coll.Allreduce, 2, 1024, "ring"},
+		{coll.Allreduce, 4, 64 << 10, "recursive_doubling"},
+		{coll.Allreduce, 4, 256 << 10, "ring"},
+		{coll.Allreduce, 16, 32 << 10, "rabenseifner"},
+		{coll.Bcast, 4, 1 << 20, "binomial"},
+		{coll.Bcast, 16, 1 << 20, "scatter_allgather"},
+		{coll.Reduce, 4, 128 << 10, "rabenseifner"},
+		{coll.Reduce, 4, 1 << 20, "binomial"},
+		{coll.Alltoall, 4, 4 * 8, "bruck"},
+		{coll.Alltoall, 4, 4 * 1024, "pairwise"},
+		{coll.Allgather, 4, 4 * 8, "recursive_doubling"},
+		{coll.Allgather, 5, 5 * 8, "bruck"},
+		{coll.Allgather, 4, 256 << 10, "ring"},
+	}
+	for _, c := range cases {
+		w := colltest.NewWorld(c.n, false)
+		a := &coll.Args{Send: make([]byte, c.bytes), Recv: make([]byte, c.bytes), Reducer: sum}
+		if c.op == coll.Bcast {
+			a.Reducer = datatype.Reducer{}
+		}
+		if got := m.choose(c.op, w.Comm(0), a).name; got != c.want {
+			t.Errorf("%s on %d ranks, %d bytes: %s, want %s", c.op, c.n, c.bytes, got, c.want)
+		}
+	}
+	m.forced[coll.Allreduce] = 3 // ring
+	w := colltest.NewWorld(4, false)
+	if got := m.choose(coll.Allreduce, w.Comm(0), &coll.Args{Recv: make([]byte, 8), Reducer: sum}).name; got != "ring" {
+		t.Errorf("forced ring: %s", got)
+	}
+}
