@@ -1,0 +1,284 @@
+// Package schedule is a collective written as data: rounds of send,
+// receive, reduce and copy steps over communicator ranks and blocks of the
+// operation's buffers, which gompi checks and then runs natively. It is how
+// a coll component that lives in another process (a go-plugin binary,
+// consulted only at set-up) gives its algorithm to the host: the plugin
+// answers with a schedule per communicator, rank and operation, the host
+// validates it once (Validate: it is outside input), caches it, and runs
+// it at full speed (Run).
+//
+// Buffers are cut into Parts blocks of whole elements the way
+// coll.Blocks cuts them, so that one schedule serves every message size;
+// a step names a run of blocks [First, End) of one buffer.
+package schedule
+
+import (
+	"fmt"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// Buffer names the region a step reads or writes.
+type Buffer uint8
+
+const (
+	// None is no buffer: a step that moves no data (a barrier's messages).
+	None Buffer = iota
+	// Input is the rank's input: Args.Send, or Recv in place.
+	Input
+	// Output is Args.Recv.
+	Output
+	// Scratch is a buffer of the operation's length that Run provides.
+	Scratch
+	numBuffers
+)
+
+// Kind is what a step does.
+type Kind uint8
+
+const (
+	// Send sends Src's blocks to Peer.
+	Send Kind = iota + 1
+	// Recv receives Peer's message into Dst's blocks; it must bring
+	// exactly their length.
+	Recv
+	// Reduce combines Src's blocks into Dst's: dst = src op dst, so Src
+	// holds the lower ranks' contribution (what keeps rank order).
+	Reduce
+	// Copy copies Src's blocks to Dst's.
+	Copy
+	numKinds
+)
+
+var kindNames = [...]string{"", "send", "recv", "reduce", "copy"}
+
+func (k Kind) String() string {
+	if k < numKinds {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", k)
+}
+
+// Step is one action of a round.
+type Step struct {
+	Kind Kind
+	Peer int // communicator rank (send, recv)
+	Src  Buffer
+	Dst  Buffer
+	// First and End delimit the blocks, [First, End) of Parts, that the
+	// step reads in Src and writes in Dst.
+	First, End int
+}
+
+// Schedule is one rank's part of one operation on one communicator.
+type Schedule struct {
+	// Op is the operation it implements.
+	Op coll.Op
+	// Size and Rank are the communicator it was made for.
+	Size, Rank int
+	// Parts is how many blocks every buffer is cut into (1 or more).
+	Parts int
+	// Rounds run in order. Within a round the receives are posted first,
+	// then the sends go, then Run waits for all of them; the reduces and
+	// copies run after, in order.
+	Rounds [][]Step
+}
+
+// Limits on what a schedule may ask, so that a broken or hostile plugin
+// cannot make the host allocate or loop without end.
+const (
+	MaxParts  = 1 << 16
+	MaxRounds = 1 << 12
+	MaxSteps  = 1 << 16
+)
+
+// Validate checks a schedule against the communicator and operation it is
+// to run on: every peer a rank of it other than this one, every block run
+// inside the buffers, buffers the operation has, and no step of a round
+// reading or writing what a receive of that round writes. Its errors are
+// ErrArg and say which round and step.
+func (s *Schedule) Validate(op coll.Op, size, rank int) error {
+	bad := func(format string, a ...any) error {
+		return mpierr.Errorf(mpierr.ErrArg, "schedule for %s, rank %d of %d: "+format, append([]any{op, rank, size}, a...)...)
+	}
+	switch {
+	case s == nil:
+		return bad("none")
+	case s.Op != op || s.Size != size || s.Rank != rank:
+		return bad("made for %s, rank %d of %d", s.Op, s.Rank, s.Size)
+	case s.Parts < 1 || s.Parts > MaxParts:
+		return bad("%d parts: accepted: 1 to %d", s.Parts, MaxParts)
+	case len(s.Rounds) > MaxRounds:
+		return bad("%d rounds: accepted: at most %d", len(s.Rounds), MaxRounds)
+	}
+	steps := 0
+	// written marks the blocks the round's receives write; allocated once
+	// and cleared after each round, so that many short rounds cost no more
+	// than their bytes.
+	var written [numBuffers][]bool
+	var marked [][2]int // (buffer, block) to clear
+	for ri, round := range s.Rounds {
+		steps += len(round)
+		if steps > MaxSteps {
+			return bad("more than %d steps", MaxSteps)
+		}
+		for _, m := range marked {
+			written[m[0]][m[1]] = false
+		}
+		marked = marked[:0]
+		for si, st := range round {
+			at := func(format string, a ...any) error {
+				return bad("round %d, step %d (%s): "+format, append([]any{ri, si, st.Kind}, a...)...)
+			}
+			if st.Kind < Send || st.Kind >= numKinds {
+				return at("unknown kind")
+			}
+			if st.Src >= numBuffers || st.Dst >= numBuffers {
+				return at("unknown buffer")
+			}
+			if st.First < 0 || st.End < st.First || st.End > s.Parts {
+				return at("blocks [%d, %d): accepted within [0, %d)", st.First, st.End, s.Parts)
+			}
+			switch st.Kind {
+			case Send, Recv:
+				if st.Peer < 0 || st.Peer >= size || st.Peer == rank {
+					return at("peer %d: accepted: 0 to %d, not %d", st.Peer, size-1, rank)
+				}
+			}
+			switch st.Kind {
+			case Send:
+				if st.Dst != None {
+					return at("a send writes no buffer")
+				}
+			case Recv:
+				if st.Src != None || st.Dst == Input {
+					return at("a receive writes Output or Scratch, or nothing")
+				}
+			default:
+				if st.Src == None || st.Dst == None || st.Dst == Input {
+					return at("reads a buffer and writes Output or Scratch")
+				}
+				if st.Src == st.Dst {
+					return at("source and destination are the same blocks")
+				}
+			}
+			if st.Kind == Recv && st.Dst != None {
+				w := written[st.Dst]
+				if w == nil {
+					w = make([]bool, s.Parts)
+					written[st.Dst] = w
+				}
+				for b := st.First; b < st.End; b++ {
+					if w[b] {
+						return at("two receives of the round write block %d", b)
+					}
+					w[b] = true
+					marked = append(marked, [2]int{int(st.Dst), b})
+				}
+			}
+		}
+		// A send of the round must not read what a receive of the same
+		// round writes: they run at once.
+		for si, st := range round {
+			if st.Kind != Send || st.Src == None || written[st.Src] == nil {
+				continue
+			}
+			for b := st.First; b < st.End; b++ {
+				if written[st.Src][b] {
+					return bad("round %d, step %d (send): reads block %d, which a receive of the round writes", ri, si, b)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// Run executes a validated schedule on c with a's buffers, in the
+// operation's tag space. The receive of a step that brings another length
+// than its blocks' is an ErrCount error.
+func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
+	n := len(a.Recv)
+	if l := len(a.Input()); l > n {
+		n = l
+	}
+	elem := 1
+	if a.Reducer.Size > 0 {
+		elem = a.Reducer.Size
+	}
+	off, length := coll.Blocks(n, elem, s.Parts)
+	var scratch []byte
+	bufs := [numBuffers][]byte{None: nil, Input: a.Input(), Output: a.Recv}
+	region := func(b Buffer, first, end int) []byte {
+		if b == None || first == end {
+			return nil
+		}
+		if b == Scratch && scratch == nil {
+			scratch = make([]byte, n)
+			bufs[Scratch] = scratch
+		}
+		from, to := off[first], off[end-1]+length[end-1]
+		buf := bufs[b]
+		if to > len(buf) {
+			return nil // a buffer the rank does not have (a root's only): nothing
+		}
+		return buf[from:to]
+	}
+	tag := coll.Tag(s.Op, 15)
+	for _, round := range s.Rounds {
+		var reqs []*pml.Request
+		var want []int
+		var from []int
+		for _, st := range round {
+			if st.Kind != Recv {
+				continue
+			}
+			dst := region(st.Dst, st.First, st.End)
+			q, err := c.Irecv(dst, st.Peer, tag)
+			if err != nil {
+				coll.WaitAll(reqs...)
+				return err
+			}
+			reqs, want, from = append(reqs, q), append(want, len(dst)), append(from, st.Peer)
+		}
+		recvs := len(reqs)
+		for _, st := range round {
+			if st.Kind != Send {
+				continue
+			}
+			q, err := c.Isend(region(st.Src, st.First, st.End), st.Peer, tag)
+			if err != nil {
+				coll.WaitAll(reqs...)
+				return err
+			}
+			reqs = append(reqs, q)
+		}
+		var first error
+		for i, q := range reqs {
+			st, err := q.Wait()
+			if err == nil && i < recvs {
+				err = coll.Exactly(c, st.Count, want[i], from[i])
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return first
+		}
+		for _, st := range round {
+			switch st.Kind {
+			case Copy:
+				copy(region(st.Dst, st.First, st.End), region(st.Src, st.First, st.End))
+			case Reduce:
+				src, dst := region(st.Src, st.First, st.End), region(st.Dst, st.First, st.End)
+				if a.Reducer.Apply == nil {
+					return mpierr.Errorf(mpierr.ErrOp, "schedule for %s reduces without an op", s.Op)
+				}
+				a.Reducer.Apply(src, dst) // dst = src op dst
+			}
+		}
+	}
+	return nil
+}
