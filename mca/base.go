@@ -59,7 +59,6 @@ func NewBase(o Options) (*Base, error) {
 	if cat == nil {
 		cat = Default()
 	}
-	cat.Freeze()
 	out := o.Output
 	if out == nil {
 		out = os.Stderr
@@ -73,6 +72,10 @@ func NewBase(o Options) (*Base, error) {
 	if o.Rank >= 0 {
 		root = root.With("rank", o.Rank)
 	}
+	if err := cat.loadPlugins(o.Sources, root); err != nil {
+		return nil, err
+	}
+	cat.Freeze()
 	b := &Base{
 		cat: cat, root: root, out: out, reporter: o.Reporter,
 		loggers: map[string]*Logger{}, filters: map[string]filter{},
@@ -106,6 +109,9 @@ func NewBase(o Options) (*Base, error) {
 		warnings = append(warnings, warns...)
 	}
 	if o.Reporter {
+		for _, s := range cat.Skipped() {
+			warnings = append(warnings, s.String())
+		}
 		for _, w := range warnings {
 			mcaLog.Warn(w)
 		}

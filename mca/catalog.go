@@ -18,6 +18,17 @@ type Entry struct {
 	// Priority is the <fw>_<comp>_priority parameter, nil in frameworks
 	// without priorities.
 	Priority *params.Param
+	// Path is the executable of a plugin component, "" for the others.
+	Path string
+}
+
+// OriginText is how ompi_info shows where the component came from:
+// "built-in", "linked", or "plugin (<path>)".
+func (e *Entry) OriginText() string {
+	if e.Origin == Plugin {
+		return fmt.Sprintf("plugin (%s)", e.Path)
+	}
+	return e.Origin.String()
 }
 
 // Catalog knows every framework and component and every parameter they
@@ -30,6 +41,13 @@ type Catalog struct {
 	frameworks map[string]*Framework
 	projects   map[string]*Project
 	components map[string][]*Entry // by framework, sorted by name
+
+	// Plugins are loaded once, by the first Base, from the component path
+	// its parameters give; loadMu orders concurrent first Bases.
+	loadMu     sync.Mutex
+	loaded     bool
+	loadedPath string
+	skipped    []Skipped
 }
 
 // NewCatalog returns a catalogue with the parameter system's own parameters
@@ -41,7 +59,8 @@ func NewCatalog() *Catalog {
 		projects:   map[string]*Project{},
 		components: map[string][]*Entry{},
 	}
-	c.RegisterProject(&Project{Name: "mca", Description: "The component architecture and its parameter system"})
+	c.RegisterProject(&Project{Name: "mca", Description: "The component architecture and its parameter system",
+		Params: pluginParamDefs()})
 	c.RegisterProject(&Project{Name: "mpi", Description: "The MPI layer"})
 	return c
 }
@@ -173,46 +192,78 @@ func (c *Catalog) RegisterFramework(fw *Framework) {
 // an API major version that differs from the framework's, a component that
 // does not implement the framework's interface, or a frozen catalogue.
 func (c *Catalog) Register(comp Component, origin Origin) {
+	if err := c.register(comp, origin, ""); err != nil {
+		panic(err.Error())
+	}
+}
+
+// RegisterPlugin adds a plugin component found at path. It checks what
+// Register checks but returns the mistake as an error: a plugin is outside
+// input, and a bad one is skipped, not fatal. Plugin loaders call it while
+// the catalogue is being prepared for its first Base.
+func (c *Catalog) RegisterPlugin(comp Component, path string) error {
+	return c.register(comp, Plugin, path)
+}
+
+func (c *Catalog) register(comp Component, origin Origin, path string) (err error) {
 	info := comp.Info()
 	c.mu.Lock()
-	fail := func(format string, a ...any) {
+	fail := func(format string, a ...any) error {
 		c.mu.Unlock()
-		panic(fmt.Sprintf("mca: registering component %s: ", info.ID()) + fmt.Sprintf(format, a...))
+		return fmt.Errorf("mca: registering component %s: %s", info.ID(), fmt.Sprintf(format, a...))
 	}
 	if c.frozen {
-		fail("the catalogue is frozen: components register during initialisation (from an init function)")
+		return fail("the catalogue is frozen: components register during initialisation (from an init function)")
 	}
 	fw := c.frameworks[info.Framework]
 	switch {
 	case fw == nil:
-		fail("no framework %q is registered (known: %v); import its package from frameworks/", info.Framework, c.frameworkNamesLocked())
+		return fail("no framework %q is registered (known: %v); import its package from frameworks/", info.Framework, c.frameworkNamesLocked())
 	case !componentNameRE.MatchString(info.Name) || info.Name == "base" || info.Name == "all":
-		fail("a component name is lower case letters, digits and '_', and not base or all")
+		return fail("a component name is lower case letters, digits and '_', and not base or all")
 	case info.API.Major != fw.API.Major:
-		fail("built for %s API %s, but this gompi has %s API %s (major versions must match)", fw.Name, info.API, fw.Name, fw.API)
+		return fail("built for %s API %s, but this gompi has %s API %s (major versions must match)", fw.Name, info.API, fw.Name, fw.API)
 	}
 	for _, e := range c.components[fw.Name] {
 		if e.Info.Name == info.Name {
-			fail("a component of that name is already registered (%s)", e.Origin)
+			return fail("a component of that name is already registered (%s)", e.OriginText())
 		}
 	}
 	if fw.Check != nil {
 		if err := fw.Check(comp); err != nil {
-			fail("%v", err)
+			return fail("%v", err)
 		}
 	}
-	e := &Entry{Component: comp, Info: info, Origin: origin, Framework: fw}
+	e := &Entry{Component: comp, Info: info, Origin: origin, Framework: fw, Path: path}
 	list := append(c.components[fw.Name], e)
 	sort.Slice(list, func(i, j int) bool { return list[i].Info.Name < list[j].Info.Name })
 	c.components[fw.Name] = list
 	c.mu.Unlock()
 
 	// Parameters are registered outside the lock: Register may panic on a bad
-	// Def, and the registry has its own lock.
+	// Def, and the registry has its own lock. A plugin's parameters are
+	// outside input: a bad one removes the plugin instead.
+	if origin == Plugin {
+		defer func() {
+			if r := recover(); r != nil {
+				c.mu.Lock()
+				list := c.components[fw.Name]
+				for i, x := range list {
+					if x == e {
+						c.components[fw.Name] = append(list[:i:i], list[i+1:]...)
+						break
+					}
+				}
+				c.mu.Unlock()
+				err = fmt.Errorf("mca: registering component %s: %v", info.ID(), r)
+			}
+		}()
+	}
 	if fw.usesPriorities() {
 		e.Priority = c.reg.Register(priorityParamDef(fw, info))
 	}
 	comp.Register(&Registrar{reg: c.reg, framework: fw.Name, component: info.Name})
+	return nil
 }
 
 // Freeze forbids further registration of frameworks, components and

@@ -154,7 +154,10 @@ func run(args, env []string, stdout, stderr io.Writer, cat *mca.Catalog) int {
 type document struct {
 	Package    *packageInfo    `json:"package,omitempty"`
 	Components []componentInfo `json:"components"`
-	Params     []paramInfo     `json:"params"`
+	// Skipped are the plugins found on mca_base_component_path that could
+	// not be loaded, with the reason.
+	Skipped []skippedInfo `json:"skipped_plugins,omitempty"`
+	Params  []paramInfo   `json:"params"`
 }
 
 type packageInfo struct {
@@ -171,6 +174,11 @@ type componentInfo struct {
 	APIVersion string `json:"api_version"`
 	Version    string `json:"version"`
 	Origin     string `json:"origin"`
+}
+
+type skippedInfo struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
 }
 
 type enumInfo struct {
@@ -216,6 +224,9 @@ func collect(b *mca.Base, o *options) (*document, error) {
 				doc.Components = append(doc.Components, component(e))
 			}
 		}
+		for _, s := range cat.Skipped() {
+			doc.Skipped = append(doc.Skipped, skippedInfo{Path: s.Path, Reason: s.Reason})
+		}
 		return doc, nil
 	}
 	for _, q := range queries {
@@ -230,7 +241,7 @@ func component(e *mca.Entry) componentInfo {
 	return componentInfo{
 		Framework: e.Framework.Name, Name: e.Info.Name,
 		MCAVersion: mca.MCAVersion.String(), APIVersion: e.Info.API.String(),
-		Version: e.Info.Version.String(), Origin: e.Origin.String(),
+		Version: e.Info.Version.String(), Origin: e.OriginText(),
 	}
 }
 

@@ -30,6 +30,9 @@ func writePretty(w io.Writer, doc *document) {
 		line(w, "MCA "+c.Framework, fmt.Sprintf("%s (MCA v%s, API v%s, Component v%s, %s)",
 			c.Name, c.MCAVersion, c.APIVersion, c.Version, c.Origin))
 	}
+	for _, sk := range doc.Skipped {
+		line(w, "Skipped plugin", sk.Path+": "+sk.Reason)
+	}
 	lastGroup := ""
 	for _, p := range doc.Params {
 		label := "MCA " + p.Framework + " " + p.Component
@@ -117,7 +120,10 @@ func parsableLines(doc *document) []string {
 		add("%s:version:%s", prefix, parsableValue("mca:"+c.MCAVersion))
 		add("%s:version:%s", prefix, parsableValue("api:"+c.APIVersion))
 		add("%s:version:%s", prefix, parsableValue("component:"+c.Version))
-		add("%s:origin:%s", prefix, c.Origin)
+		add("%s:origin:%s", prefix, parsableValue(c.Origin))
+	}
+	for _, sk := range doc.Skipped {
+		add("plugin:skipped:%s:%s", parsableValue(sk.Path), parsableValue(sk.Reason))
 	}
 	for _, p := range doc.Params {
 		prefix := fmt.Sprintf("mca:%s:%s:param:%s", p.Framework, p.Component, p.Name)

@@ -1,0 +1,65 @@
+package collplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/schedule"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mca/plugin"
+	"github.com/gompi/gompi/params"
+)
+
+// Guest is a coll plugin: its name, version and parameters, the operations
+// it may fill, and the function that writes their schedules.
+type Guest struct {
+	// Name is the component's name; the executable must be called
+	// gompi-coll-<Name>.
+	Name     string
+	Version  mca.Version
+	Priority int
+	// Params are the component's parameters, named coll_<Name>_…; their
+	// values reach Schedule.
+	Params []params.Def
+	// Ops are the operations the plugin may fill; the others fall through
+	// to other components.
+	Ops []coll.Op
+	// Schedule writes rank's part of op on a communicator of size ranks.
+	// Returning nil and no error leaves op to other components on that
+	// communicator.
+	Schedule func(op coll.Op, size, rank int, values map[string]string) (*schedule.Schedule, error)
+}
+
+// Serve runs the coll plugin; call it from main. It does not return.
+func Serve(g Guest) {
+	plugin.Serve(plugin.Guest{
+		Info:   mca.Info{Framework: "coll", Name: g.Name, Version: g.Version, API: coll.Framework.API, Priority: g.Priority},
+		Params: g.Params,
+		Query: func(_ context.Context, values map[string]string, in []byte) ([]byte, error) {
+			return g.answer(values, in)
+		},
+	})
+}
+
+func (g Guest) answer(values map[string]string, in []byte) ([]byte, error) {
+	var req request
+	if err := json.Unmarshal(in, &req); err != nil {
+		return nil, fmt.Errorf("coll query: %w", err)
+	}
+	r := reply{Schedules: map[string][]byte{}}
+	for _, op := range g.Ops {
+		s, err := g.Schedule(op, req.Size, req.Rank, values)
+		if err != nil {
+			return nil, fmt.Errorf("%s on %d ranks: %w", op, req.Size, err)
+		}
+		if s != nil {
+			r.Schedules[op.String()] = s.Encode()
+		}
+	}
+	if len(r.Schedules) == 0 {
+		r.Declined = fmt.Sprintf("no schedule for %d ranks", req.Size)
+	}
+	return json.Marshal(r)
+}

@@ -1,0 +1,70 @@
+// Command testplugin is a coll plugin that misbehaves on purpose, for the
+// loader's tests. Its behaviour is its component name, taken from the file
+// name gompi-coll-<name> under which a test installs a copy:
+//
+//	crashstart   panics before serving
+//	wrongcookie  serves with another handshake cookie
+//	wrongapi     was built for coll API 99
+//	crashquery   panics while answering a communicator's query
+//	hangquery    never answers a communicator's query
+//	badschedule  answers with a schedule whose peer is outside the communicator
+//	anything else  a correct dissemination barrier
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+
+	goplugin "github.com/hashicorp/go-plugin"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/collplugin"
+	"github.com/gompi/gompi/frameworks/coll/schedule"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mca/plugin"
+)
+
+func main() {
+	name := strings.TrimPrefix(filepath.Base(os.Args[0]), "gompi-coll-")
+	barrier := func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+		return dissemination(size, rank), nil
+	}
+	switch name {
+	case "crashstart":
+		panic("testplugin: crashing at start on purpose")
+	case "wrongcookie":
+		goplugin.Serve(&goplugin.ServeConfig{
+			HandshakeConfig: goplugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey: "SOME_OTHER_PROGRAM", MagicCookieValue: "x"},
+			Plugins:         goplugin.PluginSet{},
+			GRPCServer:      goplugin.DefaultGRPCServer,
+		})
+		return
+	case "wrongapi":
+		plugin.Serve(plugin.Guest{Info: mca.Info{Framework: "coll", Name: name, Version: mca.Version{Major: 1}, API: mca.Version{Major: 99}}})
+		return
+	case "crashquery":
+		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {
+			panic("testplugin: crashing in a query on purpose")
+		}
+	case "hangquery":
+		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) { select {} }
+	case "badschedule":
+		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+			s := dissemination(size, rank)
+			if len(s.Rounds) > 0 {
+				s.Rounds[0][0].Peer = size + 7
+			}
+			return s, nil
+		}
+	}
+	collplugin.Serve(collplugin.Guest{Name: name, Version: mca.Version{Major: 1}, Priority: 60, Ops: []coll.Op{coll.Barrier}, Schedule: barrier})
+}
+
+func dissemination(n, me int) *schedule.Schedule {
+	s := &schedule.Schedule{Op: coll.Barrier, Size: n, Rank: me, Parts: 1}
+	for k := 1; k < n; k <<= 1 {
+		s.Rounds = append(s.Rounds, []schedule.Step{{Kind: schedule.Send, Peer: (me + k) % n}, {Kind: schedule.Recv, Peer: (me - k + n) % n}})
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+// Package collplugin is the coll framework's half of plugin components: the
+// host-side component that stands for a coll plugin (it asks the plugin for
+// a schedule per communicator, validates it, caches it and runs it
+// natively), and Serve, which a coll plugin's main calls.
+//
+// Importing it (components/builtin does) makes coll plugins loadable.
+package collplugin
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/schedule"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// request is the host's question: the communicator a rank is setting up.
+type request struct {
+	Size int `json:"size"`
+	Rank int `json:"rank"`
+}
+
+// reply is the plugin's answer: the operations it fills, each with its
+// schedule in wire form; Declined says why when it fills none.
+type reply struct {
+	Schedules map[string][]byte `json:"schedules,omitempty"`
+	Declined  string            `json:"declined,omitempty"`
+}
+
+var opByName = func() map[string]coll.Op {
+	m := map[string]coll.Op{}
+	for _, op := range coll.Ops() {
+		m[op.String()] = op
+	}
+	return m
+}()
+
+// parseReply reads a plugin's answer for rank of size and validates every
+// schedule in it. It never panics, whatever the bytes.
+func parseReply(b []byte, size, rank int) (map[coll.Op]*schedule.Schedule, string, error) {
+	var r reply
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, "", mpierr.Errorf(mpierr.ErrArg, "coll plugin reply: not JSON: %v", err)
+	}
+	out := map[coll.Op]*schedule.Schedule{}
+	for name, wire := range r.Schedules {
+		op, ok := opByName[name]
+		if !ok {
+			return nil, "", mpierr.Errorf(mpierr.ErrArg, "coll plugin reply: unknown operation %q", name)
+		}
+		s, err := schedule.Decode(wire)
+		if err != nil {
+			return nil, "", fmt.Errorf("coll plugin reply, %s: %w", name, err)
+		}
+		if err := s.Validate(op, size, rank); err != nil {
+			return nil, "", fmt.Errorf("coll plugin reply: %w", err)
+		}
+		out[op] = s
+	}
+	return out, r.Declined, nil
+}

@@ -1,0 +1,72 @@
+package collplugin
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/schedule"
+	"github.com/gompi/gompi/mpierr"
+)
+
+func barrierReply(t testing.TB, size, rank int) []byte {
+	s := &schedule.Schedule{Op: coll.Barrier, Size: size, Rank: rank, Parts: 1}
+	for k := 1; k < size; k <<= 1 {
+		s.Rounds = append(s.Rounds, []schedule.Step{{Kind: schedule.Send, Peer: (rank + k) % size}, {Kind: schedule.Recv, Peer: (rank - k + size) % size}})
+	}
+	b, err := json.Marshal(reply{Schedules: map[string][]byte{"barrier": s.Encode()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The guest's answer, through the wire, is what the host runs.
+func TestGuestAnswerParses(t *testing.T) {
+	g := Guest{Name: "x", Ops: []coll.Op{coll.Barrier, coll.Bcast}, Schedule: func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+		if op != coll.Barrier {
+			return nil, nil
+		}
+		return &schedule.Schedule{Op: op, Size: size, Rank: rank, Parts: 1, Rounds: [][]schedule.Step{{{Kind: schedule.Send, Peer: (rank + 1) % size}, {Kind: schedule.Recv, Peer: (rank + size - 1) % size}}}}, nil
+	}}
+	req, _ := json.Marshal(request{Size: 3, Rank: 2})
+	b, err := g.answer(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := parseReply(b, 3, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[coll.Barrier] == nil {
+		t.Errorf("schedules %v, want the barrier only", got)
+	}
+}
+
+// A reply the host cannot use is an ErrArg error that says why; it never
+// reaches the run.
+func TestParseReplyRefuses(t *testing.T) {
+	if _, _, err := parseReply(barrierReply(t, 4, 1), 4, 1); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{
+		"not JSON":         []byte("{"),
+		"an unknown op":    []byte(`{"schedules":{"teleport":"R1NDMQ=="}}`),
+		"not a schedule":   []byte(`{"schedules":{"barrier":"aGVsbG8="}}`),
+		"for another rank": barrierReply(t, 4, 2),
+		"for another size": barrierReply(t, 8, 1),
+	} {
+		if _, _, err := parseReply(b, 4, 1); !errors.Is(err, mpierr.ErrArg) {
+			t.Errorf("%s: %v, want ErrArg", name, err)
+		}
+	}
+}
+
+func FuzzParseReply(f *testing.F) {
+	f.Add(barrierReply(f, 4, 1))
+	f.Add([]byte(`{"declined":"no"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _, _ = parseReply(b, 4, 1)
+	})
+}
