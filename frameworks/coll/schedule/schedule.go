@@ -227,45 +227,33 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 	}
 	tag := coll.Tag(s.Op, 15)
 	for _, round := range s.Rounds {
-		var reqs []*pml.Request
-		var want []int
-		var from []int
-		for _, st := range round {
-			if st.Kind != Recv {
-				continue
+		if small(round, region) {
+			// Every send is small: blocking sends complete eagerly, so they
+			// go first and the receives follow in order, without requests
+			// and on the low-latency path where there is one, as tuned's
+			// native exchanges do.
+			for _, st := range round {
+				if st.Kind == Send {
+					if err := c.Send(region(st.Src, st.First, st.End), st.Peer, tag); err != nil {
+						return err
+					}
+				}
 			}
-			dst := region(st.Dst, st.First, st.End)
-			q, err := c.Irecv(dst, st.Peer, tag)
-			if err != nil {
-				coll.WaitAll(reqs...)
-				return err
+			for _, st := range round {
+				if st.Kind != Recv {
+					continue
+				}
+				dst := region(st.Dst, st.First, st.End)
+				n, err := c.Recv(dst, st.Peer, tag)
+				if err == nil {
+					err = coll.Exactly(c, n, len(dst), st.Peer)
+				}
+				if err != nil {
+					return err
+				}
 			}
-			reqs, want, from = append(reqs, q), append(want, len(dst)), append(from, st.Peer)
-		}
-		recvs := len(reqs)
-		for _, st := range round {
-			if st.Kind != Send {
-				continue
-			}
-			q, err := c.Isend(region(st.Src, st.First, st.End), st.Peer, tag)
-			if err != nil {
-				coll.WaitAll(reqs...)
-				return err
-			}
-			reqs = append(reqs, q)
-		}
-		var first error
-		for i, q := range reqs {
-			st, err := q.Wait()
-			if err == nil && i < recvs {
-				err = coll.Exactly(c, st.Count, want[i], from[i])
-			}
-			if err != nil && first == nil {
-				first = err
-			}
-		}
-		if first != nil {
-			return first
+		} else if err := exchange(c, round, region, tag); err != nil {
+			return err
 		}
 		for _, st := range round {
 			switch st.Kind {
@@ -281,4 +269,57 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 		}
 	}
 	return nil
+}
+
+// small reports whether every send of the round is at most
+// coll.SmallExchange bytes.
+func small(round []Step, region func(Buffer, int, int) []byte) bool {
+	for _, st := range round {
+		if st.Kind == Send && len(region(st.Src, st.First, st.End)) > coll.SmallExchange {
+			return false
+		}
+	}
+	return true
+}
+
+// exchange runs a round's sends and receives at once: receives posted
+// first, then the sends, then a wait for all.
+func exchange(c coll.Comm, round []Step, region func(Buffer, int, int) []byte, tag int) error {
+	var reqs []*pml.Request
+	var want, from []int
+	for _, st := range round {
+		if st.Kind != Recv {
+			continue
+		}
+		dst := region(st.Dst, st.First, st.End)
+		q, err := c.Irecv(dst, st.Peer, tag)
+		if err != nil {
+			coll.WaitAll(reqs...)
+			return err
+		}
+		reqs, want, from = append(reqs, q), append(want, len(dst)), append(from, st.Peer)
+	}
+	recvs := len(reqs)
+	for _, st := range round {
+		if st.Kind != Send {
+			continue
+		}
+		q, err := c.Isend(region(st.Src, st.First, st.End), st.Peer, tag)
+		if err != nil {
+			coll.WaitAll(reqs...)
+			return err
+		}
+		reqs = append(reqs, q)
+	}
+	var first error
+	for i, q := range reqs {
+		st, err := q.Wait()
+		if err == nil && i < recvs {
+			err = coll.Exactly(c, st.Count, want[i], from[i])
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
