@@ -388,3 +388,23 @@ func TestOversubscribedEnvironment(t *testing.T) {
 		t.Errorf("-np 1: the rank saw %q, want %q (not oversubscribed, GOMAXPROCS left alone)", got, want)
 	}
 }
+
+// TestUnknownParameterSuggestions: with the real catalogue, a misspelled
+// name near a registered one gets it; one near none, but whose prefix names
+// a component, gets that component's closest parameters; rank 0 alone says
+// so, and the job runs.
+func TestUnknownParameterSuggestions(t *testing.T) {
+	j := runJob(t, "-np", "2", "--mca", "btl_shm_sizee", "1", "--mca", "coll_tuned_allreduce_algo", "2", bin.hello)
+	if j.Code != 0 {
+		t.Fatalf("status %d: %s", j.Code, j.Stderr)
+	}
+	for _, want := range []string{
+		`unknown MCA parameter "btl_shm_sizee" (source: command line); no registered parameter has a similar name; did you mean one of btl shm's parameters: btl_shm_ring_size`,
+		"(ompi_info --param btl shm --level 9 lists them all)",
+		`unknown MCA parameter "coll_tuned_allreduce_algo" (source: command line); did you mean coll_tuned_allreduce_algorithm?`,
+	} {
+		if n := strings.Count(j.Stderr.String(), want); n != 1 {
+			t.Errorf("stderr has %q %d times, want once:\n%s", want, n, j.Stderr)
+		}
+	}
+}
