@@ -85,7 +85,8 @@ type job struct {
 	events chan event
 	srv    *pmi.Server
 
-	watchdog *os.File // write end of the watchdog's lifeline
+	wdMu sync.Mutex
+	wd   watchdogState
 
 	modexMu        sync.Mutex
 	modexPuts      map[string]string

@@ -408,3 +408,76 @@ func TestUnknownParameterSuggestions(t *testing.T) {
 		}
 	}
 }
+
+// watchdogs returns the pids of mpirun's watchdogs: its children that lead
+// a session of their own.
+func watchdogs(t *testing.T, mpirunPid int) []int {
+	t.Helper()
+	var out []int
+	for _, p := range testutil.Processes(t) {
+		if p.Ppid == mpirunPid && p.Sid == p.Pid && p.State != 'Z' {
+			out = append(out, p.Pid)
+		}
+	}
+	return out
+}
+
+// waitWatchdog waits until mpirun has exactly one live watchdog other than
+// old, and returns it.
+func waitWatchdog(t *testing.T, j *testutil.Proc, old int) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if w := watchdogs(t, j.Cmd.Process.Pid); len(w) == 1 && w[0] != old {
+			return w[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mpirun has watchdogs %v (old %d), want one new one\nstderr:\n%s", watchdogs(t, j.Cmd.Process.Pid), old, j.Stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchdogWatched: the watchdog names itself in ps; killed, it is
+// noticed, reported and replaced; and the new one does the job: after kill
+// -9 of mpirun no rank is left. The ranks are shell scripts with a child of
+// their own, which do not speak PMI: only a watchdog can end them.
+func TestWatchdogWatched(t *testing.T) {
+	j := startJob(t, nil, nil, "-np", "2", "sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`)
+	j.WaitOutput(t, `(?m)^ready \d`, 2, 10*time.Second)
+	mpirunPid := j.Cmd.Process.Pid
+	groups := rankGroups(t, mpirunPid)
+	if len(groups) != 2 {
+		t.Fatalf("rank groups %v", groups)
+	}
+	first := waitWatchdog(t, j, 0)
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", first))
+	if got, want := strings.TrimRight(string(cmdline), "\x00"), fmt.Sprintf("mpirun [watchdog of %d]", mpirunPid); got != want {
+		t.Errorf("watchdog's command line %q, want %q", got, want)
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", first))
+	if got := strings.TrimSpace(string(comm)); got != "mpirun-watchdog" {
+		t.Errorf("watchdog's comm %q, want mpirun-watchdog", got)
+	}
+
+	syscall.Kill(first, syscall.SIGKILL)
+	second := waitWatchdog(t, j, first)
+	want := fmt.Sprintf("mpirun: warning: the watchdog (pid %d) was killed by signal 9 (Killed); started a new one (pid %d)", first, second)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(j.Stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr lacks %q:\n%s", want, j.Stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-j.Done:
+		t.Fatalf("the job ended (status %d) when its watchdog was killed:\n%s", j.Code, j.Stderr)
+	default:
+	}
+
+	j.Cmd.Process.Kill()
+	j.Wait(t, 10*time.Second)
+	assertGone(t, groups)
+	assertGone(t, []int{second}) // it did its work and ended
+}
