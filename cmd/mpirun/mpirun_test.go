@@ -137,11 +137,11 @@ func TestFailures(t *testing.T) {
 		status int    // -1: only non-zero; 0: not checked (mpirun was killed)
 		want   string // regexp on stderr
 	}{
-		{"rank exits non-zero (the issue's command)", literal, 0, "", 3, `rank 1 \(pid \d+\) exited with code 3`},
-		{"rank exits non-zero", sh, 1, "", 3, `rank 1 \(pid \d+\) exited with code 3`},
-		{"rank killed", []string{bin.rankprog, "sleep"}, 2, "kill-rank", 128 + 9, `rank 1 \(pid \d+\) exited on signal 9 \(Killed\)`},
-		{"rank aborts", []string{bin.rankprog, "abort", "1", "7"}, 0, "", 7, `rank 1 \(pid \d+\) called Abort with code 7`},
-		{"rank returns without Finalize", []string{bin.rankprog, "nofinalize", "1"}, 0, "", -1, `rank 1 \(pid \d+\) exited with code 0 without calling Finalize`},
+		{"rank exits non-zero (the issue's command)", literal, 0, "", 3, `rank 1 \(pid \d+, host [^)]+\) exited with code 3`},
+		{"rank exits non-zero", sh, 1, "", 3, `rank 1 \(pid \d+, host [^)]+\) exited with code 3`},
+		{"rank killed", []string{bin.rankprog, "sleep"}, 2, "kill-rank", 128 + 9, `rank 1 \(pid \d+, host [^)]+\) exited on signal 9 \(Killed\)`},
+		{"rank aborts", []string{bin.rankprog, "abort", "1", "7"}, 0, "", 7, `rank 1 \(pid \d+, host [^)]+\) called Abort with code 7`},
+		{"rank returns without Finalize", []string{bin.rankprog, "nofinalize", "1"}, 0, "", -1, `rank 1 \(pid \d+, host [^)]+\) exited with code 0 without calling Finalize`},
 		{"SIGTERM to mpirun", []string{bin.rankprog, "child"}, 2, "term-mpirun", 128 + 15, `received signal 15 \(Terminated\)`},
 		{"kill -9 of mpirun, gompi ranks with children", []string{bin.rankprog, "child"}, 2, "kill-mpirun", 0, ``},
 		{"kill -9 of mpirun, shell ranks", []string{"sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`}, 2, "kill-mpirun", 0, ``},
@@ -480,4 +480,49 @@ func TestWatchdogWatched(t *testing.T) {
 	j.Wait(t, 10*time.Second)
 	assertGone(t, groups)
 	assertGone(t, []int{second}) // it did its work and ended
+}
+
+// TestCauseBeforeConsequence: survivors that lost a rank fail before that
+// rank is reaped (it ignores SIGTERM and dies of SIGKILL 100 ms later, as a
+// rank killed on a loaded machine may be reaped late). mpirun still names
+// the dead rank first, exits with its status, and reports the survivors as
+// its consequences. When the rank the survivors blamed was alive, the
+// survivors' failure is the cause.
+func TestCauseBeforeConsequence(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		status int
+		first  string // regexp on mpirun's first line
+		also   string // regexp on a later line of mpirun's
+	}{
+		{"survivors abort", []string{"lost", "0", "abort"}, 128 + 9,
+			`^mpirun: rank 0 \(pid \d+, host [^)]+\) exited on signal 9 \(Killed\)$`,
+			`(?m)^mpirun: (rank [123] \(pid \d+\) called Abort with code 1 after losing rank 0: rank [123] called Abort\(1\)|[23] ranks aborted after losing rank 0: ranks [123], [123].* \(called Abort with code 1\))$`},
+		{"survivors exit", []string{"lost", "2", "exit"}, 128 + 9,
+			`^mpirun: rank 2 \(pid \d+, host [^)]+\) exited on signal 9 \(Killed\)$`,
+			`(?m)^mpirun: (rank [013] \(pid \d+\) exited with code 1 after losing rank 2|[23] ranks aborted after losing rank 2: ranks [013], [013].* \(exited with code 1\))$`},
+		{"the blamed rank was alive", []string{"lost", "0", "abort", "alive"}, 1,
+			`^mpirun: rank [123] \(pid \d+, host [^)]+\) called Abort with code 1: rank [123] called Abort\(1\)$`, ``},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := runJob(t, append([]string{"-np", "4", bin.rankprog}, c.args...)...)
+			var lines []string
+			for _, l := range strings.Split(j.Stderr.String(), "\n") {
+				if strings.HasPrefix(l, "mpirun: ") {
+					lines = append(lines, l)
+				}
+			}
+			if j.Code != c.status {
+				t.Errorf("status %d, want %d", j.Code, c.status)
+			}
+			if len(lines) == 0 || !regexp.MustCompile(c.first).MatchString(lines[0]) {
+				t.Fatalf("mpirun's first line does not match %q:\n%s", c.first, j.Stderr)
+			}
+			if c.also != "" && !regexp.MustCompile(c.also).MatchString(strings.Join(lines[1:], "\n")) {
+				t.Errorf("mpirun's later lines do not match %q:\n%s", c.also, j.Stderr)
+			}
+		})
+	}
 }

@@ -317,6 +317,7 @@ type recorder struct {
 	puts    []putEvent
 	finals  []int
 	aborts  []abortEvent
+	lost    [][2]int // PeerLost: rank, peer
 	errs    []error
 	finalCh chan int
 	abortCh chan abortEvent
@@ -358,7 +359,8 @@ func (r *recorder) events() Events {
 			r.mu.Unlock()
 			r.abortCh <- e
 		},
-		Error: func(rank int, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() },
+		Error:    func(rank int, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() },
+		PeerLost: func(rank, peer int) { r.mu.Lock(); r.lost = append(r.lost, [2]int{rank, peer}); r.mu.Unlock() },
 	}
 }
 
@@ -1132,6 +1134,7 @@ func FuzzServer(f *testing.F) {
 	f.Add([]byte(all.String()))
 	f.Add([]byte("cmd=barrier_in\ncmd=barrier_in\ncmd=get key=x\n"))
 	f.Add([]byte("cmd=abort exitcode=2 message=bye\\ now\n"))
+	f.Add([]byte("cmd=peer_lost rank=0\ncmd=peer_lost rank=x\ncmd=abort exitcode=1 lost=0,1\n"))
 	f.Add([]byte("cmd=put kvsname=" + testKVS + " key=PMI_x value=1\ncmd=put kvsname=" + testKVS + " key=k value=1\ncmd=put kvsname=" + testKVS + " key=k value=2\n"))
 	f.Add([]byte("no newline at the end"))
 	f.Add([]byte("cmd=x\r\n\n"))
@@ -1141,7 +1144,7 @@ func FuzzServer(f *testing.F) {
 			Preput: map[string]string{"PMI_process_mapping": "(vector,(0,1,1))"},
 			Events: Events{
 				Init: func(int) {}, Put: func(int, string, string, int) {}, Finalize: func(int) {},
-				Abort: func(int, int, string) {}, Error: func(int, error) {},
+				Abort: func(int, int, string) {}, Error: func(int, error) {}, PeerLost: func(int, int) {},
 			},
 		})
 		cc, sc := socketPair(t)
@@ -1234,6 +1237,85 @@ func FuzzParseProcFailed(f *testing.F) {
 		rank, ok := ParseProcFailed(line)
 		if ok && rank < 0 {
 			t.Fatalf("ParseProcFailed(%q) = %d, true", line, rank)
+		}
+	})
+}
+
+// TestPeerLost: a peer_lost notice goes out while a request waits for its
+// answer and gets none; an abort's lost= list is told before the abort; a
+// bad list does not stop the abort.
+func TestPeerLost(t *testing.T) {
+	j := newJob(t, 3, ServerConfig{})
+	c := j.connect(0)
+	errc := make(chan error, 1)
+	go func() { errc <- c.Barrier() }() // ranks 1 and 2 never come
+	time.Sleep(20 * time.Millisecond)
+	if err := c.PeerLost(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Abort(1, "bye", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-j.rec.abortCh:
+		j.rec.mu.Lock()
+		got := fmt.Sprint(j.rec.lost)
+		j.rec.mu.Unlock()
+		if got != "[[0 2] [0 1] [0 2]]" || e != (abortEvent{0, 1, "bye"}) {
+			t.Errorf("lost %s and abort %+v, want [[0 2] [0 1] [0 2]] before the abort", got, e)
+		}
+	case <-time.After(liveness):
+		t.Fatal("no Abort event")
+	}
+	if err := <-errc; !errors.Is(err, ErrLost) {
+		t.Errorf("the barrier ended with %v, want ErrLost", err)
+	}
+
+	for _, line := range []string{"cmd=abort exitcode=3 lost=1,x\n", "cmd=abort exitcode=3 lost=0,9\n", "cmd=peer_lost rank=7\ncmd=abort exitcode=3\n"} {
+		j := newJob(t, 3, ServerConfig{})
+		cc, sc := socketPair(t)
+		go j.srv.Serve(0, sc)
+		if _, err := cc.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-j.rec.abortCh:
+			j.rec.mu.Lock()
+			if e.code != 3 || len(j.rec.lost) != 0 || len(j.rec.errs) != 0 {
+				t.Errorf("%q: abort %+v, lost %v, errors %v; want the abort alone", line, e, j.rec.lost, j.rec.errs)
+			}
+			j.rec.mu.Unlock()
+		case <-time.After(liveness):
+			t.Fatalf("%q: no Abort event", line)
+		}
+		cc.Close()
+	}
+}
+
+func FuzzParseRankList(f *testing.F) {
+	for _, s := range []string{"", "0", "0,1,2", "3,1", "1,1", "-1", "01", "1,,2", "4", "x", strings.Repeat("1,", 2000)} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, s string, size int) {
+		ranks, err := ParseRankList(s, size)
+		if err != nil {
+			if !errors.Is(err, mpierr.ErrIntern) {
+				t.Fatalf("ParseRankList(%q) error %v lacks ErrIntern", s, err)
+			}
+			return
+		}
+		if len(ranks) > MaxRankList {
+			t.Fatalf("ParseRankList(%q) gave %d ranks", s, len(ranks))
+		}
+		seen := map[int]bool{}
+		for _, r := range ranks {
+			if r < 0 || r >= size || seen[r] {
+				t.Fatalf("ParseRankList(%q, %d) gave %v", s, size, ranks)
+			}
+			seen[r] = true
+		}
+		if back := FormatRankList(ranks); back != s {
+			t.Fatalf("ParseRankList(%q) = %v, which formats as %q", s, ranks, back)
 		}
 	})
 }

@@ -32,6 +32,10 @@ type Events struct {
 	Finalize func(rank int)
 	// Abort is called when a rank asks to abort the job.
 	Abort func(rank, code int, msg string)
+	// PeerLost is called when a rank says it has lost its connection to
+	// peer (a "cmd=peer_lost" notice, or the "lost=" list of its abort,
+	// which is told before Abort is called).
+	PeerLost func(rank, peer int)
 	// Error is called when a rank breaks the protocol; its connection is
 	// then closed.
 	Error func(rank int, err error)
@@ -230,10 +234,26 @@ func (s *Server) handle(c *serverConn, cmd Command, lineBytes int) (done bool, e
 			}
 		}
 		msg, _ := cmd.Get("message")
+		if v, ok := cmd.Get("lost"); ok && ev.PeerLost != nil {
+			// A bad list does not stop the abort: the job ends anyway.
+			lost, _ := ParseRankList(v, s.cfg.Size)
+			for _, p := range lost {
+				if p != c.rank {
+					ev.PeerLost(c.rank, p)
+				}
+			}
+		}
 		if ev.Abort != nil {
 			ev.Abort(c.rank, code, msg)
 		}
 		return true, nil
+	case "peer_lost":
+		// A notice: no answer, the client is not waiting for one.
+		v, _ := cmd.Get("rank")
+		if p, err := strconv.Atoi(v); err == nil && p >= 0 && p < s.cfg.Size && p != c.rank && ev.PeerLost != nil {
+			ev.PeerLost(c.rank, p)
+		}
+		return false, nil
 	}
 	return false, c.write(fail(cmd.Name+"_result", "unknown_command"))
 }
