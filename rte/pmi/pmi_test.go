@@ -1319,3 +1319,163 @@ func FuzzParseRankList(f *testing.F) {
 		}
 	})
 }
+
+// openFiles counts this process's descriptors.
+func openFiles(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
+}
+
+// TestListenerStrangers: a listening server refuses what is not an initack
+// of a free rank, and closes 1000 silent connections within its handshake
+// timeout, never holding more than its bound, while four PMI_PORT clients
+// that connect behind them run a job (put, barrier, get) with the right
+// result; afterwards the process has the descriptors it had before.
+func TestListenerStrangers(t *testing.T) {
+	const (
+		size    = 4
+		silent  = 1000
+		maxPend = 256 // the default
+		timeout = time.Second
+	)
+	before := openFiles(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no TCP loopback: %v", err)
+	}
+	srv := NewServer(ServerConfig{KVSName: testKVS, Size: size})
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeListener(ln, ListenConfig{HandshakeTimeout: timeout, MaxPending: maxPend}) }()
+	addr := ln.Addr().String()
+
+	// Strangers that speak: each is refused at once.
+	for _, hello := range []string{"GET / HTTP/1.0\r\n\r\n", "cmd=init pmi_version=1\n", "cmd=initack pmiid=9\n",
+		"cmd=initack pmiid=x\n", "cmd=initack\n", strings.Repeat("x", 4096) + "\n"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte(hello))
+		conn.SetReadDeadline(time.Now().Add(liveness))
+		if n, err := conn.Read(make([]byte, 64)); n > 0 || err == nil || os.IsTimeout(err) {
+			t.Errorf("%.20q: read %d bytes, %v; want the connection closed", hello, n, err)
+		}
+		conn.Close()
+	}
+
+	type result struct {
+		alive time.Duration
+		err   error
+	}
+	results := make(chan result, silent)
+	for i := 0; i < silent; i++ {
+		start := time.Now()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("silent connection %d: %v", i, err)
+		}
+		go func() {
+			defer conn.Close()
+			conn.SetReadDeadline(time.Now().Add(liveness))
+			n, err := conn.Read(make([]byte, 1))
+			if n > 0 {
+				err = fmt.Errorf("the server sent %d bytes to a silent stranger", n)
+			} else if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+				err = nil
+			}
+			results <- result{time.Since(start), err}
+		}()
+	}
+
+	// The job, behind the flood.
+	var wg sync.WaitGroup
+	errs := make(chan error, size)
+	for r := 0; r < size; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- func() error {
+				c, err := Dial(map[string]string{"PMI_PORT": addr, "PMI_ID": strconv.Itoa(r)}, ClientOptions{})
+				if err != nil {
+					return err
+				}
+				if c.Rank != r || c.Size != size {
+					return fmt.Errorf("rank %d of %d, want %d of %d", c.Rank, c.Size, r, size)
+				}
+				if err := c.Put(fmt.Sprintf("k%d", r), fmt.Sprintf("v%d", r*r)); err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				for p := 0; p < size; p++ {
+					if v, found, err := c.Get(fmt.Sprintf("k%d", p)); err != nil || !found || v != fmt.Sprintf("v%d", p*p) {
+						return fmt.Errorf("rank %d got k%d = %q, %v, %v", r, p, v, found, err)
+					}
+				}
+				return c.Finalize()
+			}()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("job: %v", err)
+		}
+	}
+
+	var longest time.Duration
+	for i := 0; i < silent; i++ {
+		res := <-results
+		if res.err != nil {
+			t.Fatalf("a silent connection was not closed: %v", res.err)
+		}
+		longest = max(longest, res.alive)
+	}
+	// Accepted after waiting in the kernel's queue, each was closed within
+	// the timeout of its accept: a second of slack covers the queue.
+	if longest > timeout+time.Second {
+		t.Errorf("a silent connection stayed open %v (handshake timeout %v)", longest, timeout)
+	}
+	pending, peak, evicted, rejected := srv.ListenStats()
+	t.Logf("longest-lived silent connection %v; %d pending, at most %d at once, %d closed to make room, %d refused", longest, pending, peak, evicted, rejected)
+	if peak > maxPend+1 {
+		t.Errorf("%d connections waited at once, more than %d", peak, maxPend)
+	}
+	if rejected != silent+6 {
+		t.Errorf("%d connections refused, want %d", rejected, silent+6)
+	}
+	srv.Shutdown()
+	if err := <-served; err != nil {
+		t.Errorf("ServeListener: %v", err)
+	}
+	deadline := time.Now().Add(liveness)
+	for openFiles(t) > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors open, %d before", openFiles(t), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func FuzzParseInitack(f *testing.F) {
+	for _, s := range []string{"cmd=initack pmiid=3", "cmd=initack pmiid=03", "cmd=initack pmiid=-1", "cmd=initack", "cmd=init pmiid=1", "cmd=initack pmiid=9", "", "GET / HTTP/1.0"} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, line string, size int) {
+		rank, err := ParseInitack(line, size)
+		if err != nil {
+			if !errors.Is(err, mpierr.ErrIntern) {
+				t.Fatalf("ParseInitack(%q) error %v lacks ErrIntern", line, err)
+			}
+			return
+		}
+		if rank < 0 || rank >= size {
+			t.Fatalf("ParseInitack(%q, %d) = %d", line, size, rank)
+		}
+	})
+}

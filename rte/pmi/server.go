@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/mpierr"
 )
@@ -65,6 +66,10 @@ type Server struct {
 	conns    map[*serverConn]bool
 	shutdown bool
 	failed   map[int]bool // ranks dead, the job going on without them (Failed)
+
+	listeners []listener   // ServeListener's (listen.go)
+	ported    map[int]bool // ranks connected through a listener
+	rejected  atomic.Int64 // listener connections refused at the initack
 }
 
 type serverConn struct {
@@ -90,7 +95,7 @@ func NewServer(cfg ServerConfig) *Server {
 	for k, v := range cfg.Preput {
 		kvs[k] = v
 	}
-	return &Server{cfg: cfg, kvs: kvs, conns: map[*serverConn]bool{}, failed: map[int]bool{}}
+	return &Server{cfg: cfg, kvs: kvs, conns: map[*serverConn]bool{}, failed: map[int]bool{}, ported: map[int]bool{}}
 }
 
 // Serve speaks PMI with one rank until the connection closes or the rank
@@ -313,7 +318,12 @@ func (s *Server) Shutdown() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	ls := s.listeners
 	s.mu.Unlock()
+	for _, l := range ls {
+		l.ln.Close()
+		l.hs.Close()
+	}
 	for _, c := range conns {
 		c.rwc.Close()
 	}
