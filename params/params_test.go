@@ -525,3 +525,69 @@ func TestSuggest(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupSuggestion: a name that no registered name is near, but whose
+// prefix names a component or a framework, gets that group's parameters
+// closest to it.
+func TestGroupSuggestion(t *testing.T) {
+	r := NewRegistry()
+	for _, d := range []Def{
+		{Name: "btl_shm_ring_size", Component: "shm"},
+		{Name: "btl_shm_max_send_size", Component: "shm"},
+		{Name: "btl_shm_eager_limit", Component: "shm"},
+		{Name: "btl_shm_latency", Component: "shm"},
+		{Name: "btl_shm_single_copy_mechanism", Component: "shm"},
+		{Name: "btl_tcp_sndbuf", Component: "tcp"},
+		{Name: "btl_base_verbose"},
+		{Name: "btl_base_warn_component_unused"},
+	} {
+		d.Framework, d.Type, d.Level, d.Default = "btl", Int, 4, "0"
+		r.Register(d)
+	}
+	r.Freeze()
+	vs := resolve(t, r, Sources{Env: []string{noFiles}, CommandLine: []Setting{
+		{"btl_shm_sizee", "1"},            // the component's, by the word "size"
+		{"btl_shm_copy_mech", "cma"},      // two words of one parameter
+		{"btl_base_verbosity_level", "1"}, // the framework's own
+		{"btl_nosuch_thing", "1"},         // the framework only
+		{"btl_shm_ring_sise", "1"},        // near a name: that alone
+		{"zzz_nothing", "1"},              // no group
+	}})
+	want := map[string]string{
+		"btl_shm_sizee":            "btl shm: btl_shm_ring_size,btl_shm_max_send_size",
+		"btl_shm_copy_mech":        "btl shm: btl_shm_single_copy_mechanism",
+		"btl_base_verbosity_level": "btl base: btl_base_verbose,btl_base_warn_component_unused",
+		"btl_nosuch_thing":         "btl all: ",
+		"btl_shm_ring_sise":        "",
+		"zzz_nothing":              "",
+	}
+	for _, u := range vs.Unknown() {
+		got := ""
+		if u.Group != nil {
+			got = u.Group.Framework + " " + u.Group.Component + ": " + strings.Join(u.Group.Params, ",")
+		}
+		w := want[u.Name]
+		if strings.HasSuffix(w, ": ") {
+			// Only the group is checked: every btl parameter is as far.
+			if !strings.HasPrefix(got, w) || len(u.Group.Params) != 3 {
+				t.Errorf("%s: group %q, want %q and three parameters", u.Name, got, w)
+			}
+			continue
+		}
+		if got != w {
+			t.Errorf("%s: group %q, want %q", u.Name, got, w)
+		}
+		if u.Name == "btl_shm_ring_sise" && strings.Join(u.Suggestions, ",") != "btl_shm_ring_size" {
+			t.Errorf("%s: suggestions %q", u.Name, u.Suggestions)
+		}
+		if u.Name == "btl_shm_sizee" {
+			msg := u.Message()
+			for _, part := range []string{"did you mean one of btl shm's parameters: btl_shm_ring_size, btl_shm_max_send_size?",
+				"ompi_info --param btl shm --level 9"} {
+				if !strings.Contains(msg, part) {
+					t.Errorf("message %q lacks %q", msg, part)
+				}
+			}
+		}
+	}
+}

@@ -78,11 +78,23 @@ type Unknown struct {
 	Name        string
 	Source      Source
 	Suggestions []string // the closest registered names, best first
+	// Group, when no registered name is close but the name's prefix names
+	// a framework or a component, holds that group's closest parameters.
+	Group *GroupSuggestion
 }
 
 // Message describes the unknown name for a user.
 func (u Unknown) Message() string {
 	msg := fmt.Sprintf("unknown MCA parameter %q (source: %s)", u.Name, u.Source)
+	if len(u.Suggestions) == 0 && u.Group != nil {
+		g := u.Group
+		owner := g.Framework + " " + g.Component
+		if g.Component == "all" {
+			owner = g.Framework
+		}
+		return fmt.Sprintf("%s; no registered parameter has a similar name; did you mean one of %s's parameters: %s? (ompi_info --param %s %s --level 9 lists them all)",
+			msg, owner, strings.Join(g.Params, ", "), g.Framework, g.Component)
+	}
 	if len(u.Suggestions) == 0 {
 		return msg + "; no registered parameter has a similar name (ompi_info --all lists them)"
 	}
@@ -355,17 +367,25 @@ func (vs *Values) Files() []string { return append([]string(nil), vs.files...) }
 func (vs *Values) Warnings() []string { return append([]string(nil), vs.warnings...) }
 
 // Unknown returns every name that a source set but no registered parameter
-// (or synonym) has, with the closest registered names. Command-line names
+// (or synonym) has, with the closest registered names or, when none is
+// close, the closest parameters of the group its prefix names. Command-line names
 // come first, then environment, then files, each in its source's order.
 func (vs *Values) Unknown() []Unknown {
 	known := vs.reg.names()
+	ps := vs.reg.Params()
 	var out []Unknown
 	for _, l := range vs.layers {
 		for _, name := range l.order {
 			if _, ok := vs.reg.Lookup(name); ok {
 				continue
 			}
-			out = append(out, Unknown{Name: name, Source: l.byName[name].src, Suggestions: Suggest(name, known, 3)})
+			u := Unknown{Name: name, Source: l.byName[name].src, Suggestions: Suggest(name, known, 3)}
+			if len(u.Suggestions) == 0 {
+				if g, ok := suggestInGroup(name, ps, 3); ok {
+					u.Group = &g
+				}
+			}
+			out = append(out, u)
 		}
 	}
 	return out

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte/handshakes"
 )
 
 // Modex exchanges business cards: data that components publish before they
@@ -370,7 +371,23 @@ func (m *Modex) socketName(seq int) string {
 
 const maxRecord = 64 << 20
 
-// gather receives the records of the node's other processes.
+// modexHandshakeTimeout is how long a connection to the node socket has to
+// present the job cookie and the record's header; the record itself then
+// has recordTimeout. Anyone on the host may connect: a stranger's
+// connection must not hold the leader's descriptors, nor the gather.
+var modexHandshakeTimeout = 5 * time.Second
+
+const recordTimeout = 10 * time.Second
+
+// gathered is what reading one connection gave.
+type gathered struct {
+	rec record
+	err error
+}
+
+// gather receives the records of the node's other processes. Connections
+// are read concurrently, each bounded in time (handshakes), so that a silent
+// or slow stranger delays nobody.
 func (m *Modex) gather(ctx context.Context, seq int, local []int) ([]record, error) {
 	ln, err := net.Listen("unix", m.socketName(seq))
 	if err != nil {
@@ -380,6 +397,8 @@ func (m *Modex) gather(ctx context.Context, seq int, local []int) ([]record, err
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 	defer ln.Close()
+	hs := handshakes.New(0, modexHandshakeTimeout)
+	defer hs.Close()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
@@ -389,14 +408,38 @@ func (m *Modex) gather(ctx context.Context, seq int, local []int) ([]record, err
 		case <-done:
 		}
 	}()
+	results := make(chan gathered)
+	acceptErr := make(chan error, 1)
+	go func() {
+		for hs.Room(done) {
+			conn, err := ln.Accept()
+			if err != nil {
+				acceptErr <- err
+				return
+			}
+			if !hs.Add(conn) {
+				return
+			}
+			go func() {
+				rec, err := m.readRecord(conn, hs)
+				conn.Close()
+				select {
+				case results <- gathered{rec, err}:
+				case <-done:
+				}
+			}()
+		}
+	}()
 	expected := map[int]bool{}
 	for _, r := range local[1:] {
 		expected[r] = true
 	}
 	var out []record
 	for len(expected) > 0 {
-		conn, err := ln.Accept()
-		if err != nil {
+		var g gathered
+		select {
+		case g = <-results:
+		case err := <-acceptErr:
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("modex: gathering the node's records: %w", context.Cause(ctx))
 			}
@@ -407,22 +450,20 @@ func (m *Modex) gather(ctx context.Context, seq int, local []int) ([]record, err
 			}
 			return nil, mpierr.Errorf(mpierr.ErrIntern, "modex: accept: %w", err)
 		}
-		rec, err := m.readRecord(conn)
-		conn.Close()
-		if err != nil {
+		if g.err != nil {
 			if log := m.rt.logger(); log != nil {
-				log.Log(mca.VerboseComponent, "modex: rejected a local connection", "reason", err.Error())
+				log.Log(mca.VerboseComponent, "modex: rejected a local connection", "reason", g.err.Error())
 			}
 			continue
 		}
-		if !expected[rec.rank] {
+		if !expected[g.rec.rank] {
 			if log := m.rt.logger(); log != nil {
-				log.Log(mca.VerboseComponent, "modex: rejected a record from a rank not expected on this node", "rank", rec.rank)
+				log.Log(mca.VerboseComponent, "modex: rejected a record from a rank not expected on this node", "rank", g.rec.rank)
 			}
 			continue
 		}
-		delete(expected, rec.rank)
-		out = append(out, rec)
+		delete(expected, g.rec.rank)
+		out = append(out, g.rec)
 	}
 	return out, nil
 }
@@ -431,15 +472,21 @@ func (m *Modex) gather(ctx context.Context, seq int, local []int) ([]record, err
 // operation.
 var ErrJobLost = mpierr.Errorf(mpierr.ErrProcAborted, "rte: the job ended")
 
-func (m *Modex) readRecord(conn net.Conn) (record, error) {
-	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+// readRecord reads one record: the cookie and header within the handshake
+// timeout (set by hs.Add), the body within recordTimeout.
+func (m *Modex) readRecord(conn net.Conn, hs *handshakes.Set) (record, error) {
 	var hdr [CookieLen + 8]byte
-	if _, err := io.ReadFull(conn, hdr[:]); err != nil {
+	_, err := io.ReadFull(conn, hdr[:])
+	if !hs.Done(conn) && err == nil {
+		err = errors.New("closed to make room")
+	}
+	if err != nil {
 		return record{}, fmt.Errorf("short header: %v", err)
 	}
 	if !m.rt.job.CheckCookie(hdr[:CookieLen]) {
 		return record{}, errors.New("wrong cookie")
 	}
+	conn.SetDeadline(time.Now().Add(recordTimeout))
 	rank := int(binary.BigEndian.Uint32(hdr[CookieLen:]))
 	n := binary.BigEndian.Uint32(hdr[CookieLen+4:])
 	if n > maxRecord {

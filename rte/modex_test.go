@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -926,6 +927,121 @@ func TestModexFenceContext(t *testing.T) {
 		err := r.Runtime().Modex().Fence(ctx)
 		if !errors.Is(err, context.DeadlineExceeded) {
 			return fmt.Errorf("Fence with an expired context: %v, want DeadlineExceeded", err)
+		}
+		return nil
+	})
+}
+
+// openFiles counts this process's descriptors.
+func openFiles(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
+}
+
+// TestModexSilentConnections: while the node leader gathers a fence's
+// records, 1000 connections to its node socket say nothing. They are
+// closed within the handshake timeout, the fence completes with every
+// record (rank 1's and rank 2's connections come behind the flood), and
+// the process has the descriptors it had before.
+func TestModexSilentConnections(t *testing.T) {
+	const (
+		silent  = 1000
+		timeout = time.Second
+	)
+	defer rte.SetModexHandshakeTimeout(timeout)()
+	flooded := make(chan struct{})
+	var before int
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		rt := r.Runtime()
+		m := rt.Modex()
+		me := r.Rank()
+		m.PutProc("card", procValue("card", me))
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		if me == 0 {
+			before = openFiles(t)
+		}
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		type result struct {
+			alive time.Duration
+			err   error
+		}
+		results := make(chan result, silent)
+		switch me {
+		case 1:
+			name := rte.NextFenceSocket(m)
+			deadline := time.Now().Add(10 * time.Second)
+			for i := 0; i < silent; {
+				start := time.Now()
+				conn, err := net.Dial("unix", name)
+				if err != nil {
+					// Not listening yet, or its queue is full: try again.
+					if time.Now().After(deadline) {
+						return fmt.Errorf("silent connection %d to %s: %w", i, name, err)
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				i++
+				go func() {
+					defer conn.Close()
+					conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+					n, err := conn.Read(make([]byte, 1))
+					if n > 0 {
+						err = fmt.Errorf("the leader sent %d bytes", n)
+					} else if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+						err = nil
+					}
+					results <- result{time.Since(start), err}
+				}()
+			}
+			close(flooded)
+		case 2:
+			<-flooded
+		}
+		// Served one at a time, each silent connection would hold the
+		// gather for its whole timeout.
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := m.Fence(ctx); err != nil {
+			return err
+		}
+		for p := 0; p < r.Size(); p++ {
+			if v, err := m.GetProc(p, "card"); err != nil || !bytes.Equal(v, procValue("card", p)) {
+				return fmt.Errorf("GetProc(%d) = %q, %v", p, v, err)
+			}
+		}
+		if me == 1 {
+			var longest time.Duration
+			for i := 0; i < silent; i++ {
+				res := <-results
+				if res.err != nil {
+					return fmt.Errorf("a silent connection was not closed: %w", res.err)
+				}
+				longest = max(longest, res.alive)
+			}
+			t.Logf("longest-lived silent connection: %v", longest)
+			if longest > timeout+time.Second {
+				return fmt.Errorf("a silent connection stayed open %v (handshake timeout %v)", longest, timeout)
+			}
+		}
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		if me == 0 {
+			deadline := time.Now().Add(10 * time.Second)
+			for openFiles(t) > before {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%d descriptors open, %d before", openFiles(t), before)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		return nil
 	})

@@ -19,6 +19,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 
@@ -116,6 +117,9 @@ type Runtime struct {
 	mu        sync.Mutex
 	log       *mca.Logger
 	finalized bool
+
+	lostMu sync.Mutex
+	lost   []int // peers this process lost its connection to, in order
 
 	failMu   sync.Mutex
 	me, size int              // the job's, for the reader goroutine
@@ -366,12 +370,49 @@ func (rt *Runtime) Finalize() error {
 }
 
 // Abort asks the process manager to end the job with code. The caller exits
-// (or, for a goroutine rank, stops) next.
+// (or, for a goroutine rank, stops) next. gompi's own launchers are also
+// told which peers this process had lost (PeerLost), so that they report
+// this abort as a consequence of those peers' failure.
 func (rt *Runtime) Abort(code int, msg string) error {
 	rt.mu.Lock()
 	rt.finalized = true
 	rt.mu.Unlock()
-	return rt.pmi.Abort(code, msg)
+	var lost []int
+	if rt.gompiLauncher() {
+		lost = rt.LostPeers()
+	}
+	return rt.pmi.Abort(code, msg, lost...)
+}
+
+// gompiLauncher reports whether the PMI server is gompi's own (mpirun,
+// mpitest, a singleton's), which knows gompi's extensions of PMI-1.
+func (rt *Runtime) gompiLauncher() bool {
+	return strings.HasPrefix(rt.pmi.KVSName, KVSPrefix)
+}
+
+// PeerLost records that this process has lost its connection to rank (a
+// transport saw it die or break its connection), and tells a gompi launcher
+// at once: should this process fail next, the launcher then knows it as a
+// consequence and names rank as the cause. The first report of each rank
+// counts; it does not block on a PMI request in flight.
+func (rt *Runtime) PeerLost(rank int) {
+	rt.lostMu.Lock()
+	if rank < 0 || rank >= rt.job.Size || rank == rt.job.Rank || slices.Contains(rt.lost, rank) {
+		rt.lostMu.Unlock()
+		return
+	}
+	rt.lost = append(rt.lost, rank)
+	rt.lostMu.Unlock()
+	if rt.gompiLauncher() {
+		rt.pmi.PeerLost(rank) // a launcher that is gone is noticed elsewhere
+	}
+}
+
+// LostPeers returns the ranks PeerLost recorded, in order.
+func (rt *Runtime) LostPeers() []int {
+	rt.lostMu.Lock()
+	defer rt.lostMu.Unlock()
+	return slices.Clone(rt.lost)
 }
 
 // PMIBytesWritten is the number of bytes this process wrote to the PMI

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,6 +33,9 @@ import (
 // SIGKILL; the whole job ends well within two seconds of a failure.
 const killGrace = 500 * time.Millisecond
 
+// JobIDEnv tells each rank the job's id.
+const JobIDEnv = "GOMPI_JOB_ID"
+
 // exitTimeout is mpirun's exit status when --timeout expires, as timeout(1).
 const exitTimeout = 124
 
@@ -46,16 +50,13 @@ type rankState struct {
 	pmiConn     net.Conn
 	served      chan struct{} // closed when the rank's PMI conversation has ended
 	abort       *event        // the rank's Abort, once the PMI server has read it
-}
-
-// abortOf returns the Abort a rank sent, if any.
-func (j *job) abortOf(rank int) (code int, msg string, ok bool) {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if a := j.ranks[rank].abort; a != nil {
-		return a.code, a.msg, true
-	}
-	return 0, "", false
+	lost        []int         // peers the rank told mpirun it lost, in order
+	namedLost   int64         // when a peer first reported this rank lost (job.tick); 0: never
+	// termAt and killAt are when mpirun (about to) sent the rank's group
+	// SIGTERM and SIGKILL (job.tick; 0: not): a death by one sent before
+	// the rank was reaped is mpirun's doing, not a failure.
+	termAt, killAt int64
+	failure        *failure // how the rank failed, once known (cause.go)
 }
 
 type event struct {
@@ -64,6 +65,7 @@ type event struct {
 	code   int
 	msg    string
 	status syscall.WaitStatus
+	at     int64 // job.tick when it happened
 }
 
 type job struct {
@@ -80,12 +82,16 @@ type job struct {
 	cpus     []int // the cores ranks are bound to; nil for no binding
 	cores    int   // the cores the ranks may use: mpirun's affinity, bounded by its cgroup's quota
 
+	host  string       // this host's name, in failure reports
+	clock atomic.Int64 // orders what mpirun learns (tick)
+
 	mu     sync.Mutex
 	ranks  []*rankState
 	events chan event
 	srv    *pmi.Server
 
-	watchdog *os.File // write end of the watchdog's lifeline
+	wdMu sync.Mutex
+	wd   watchdogState
 
 	modexMu        sync.Mutex
 	modexPuts      map[string]string
@@ -95,6 +101,7 @@ type job struct {
 func newJob(o *options, environ []string, stdin io.Reader, stdout, stderr io.Writer) (*job, error) {
 	j := &job{o: o, environ: environ, stdin: stdin, stdout: stdout, stderr: stderr,
 		events: make(chan event, 4*o.np+16), modexPuts: map[string]string{}, modexLineBytes: map[string]int64{}}
+	j.host, _ = os.Hostname()
 	if err := j.resolveProgram(); err != nil {
 		j.cleanup()
 		return nil, err
@@ -195,7 +202,7 @@ func (j *job) cleanup() {
 func (j *job) rankEnv(rank int) []string {
 	drop := func(k string) bool {
 		return strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") ||
-			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv || k == rte.OversubscribedEnv
+			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv || k == rte.OversubscribedEnv || k == JobIDEnv
 	}
 	set := map[string]string{}
 	var order []string
@@ -230,6 +237,8 @@ func (j *job) rankEnv(rank int) []string {
 	put("OMPI_COMM_WORLD_SIZE", n)
 	put("OMPI_COMM_WORLD_LOCAL_RANK", r)
 	put("OMPI_COMM_WORLD_LOCAL_SIZE", n)
+	// The job's id, which names its files in /dev/shm (gompi-<id>-…).
+	put(JobIDEnv, j.jobID)
 	// Whether waiting ranks must give their core away: more ranks on this
 	// node than cores mpirun may use.
 	over := "0"
@@ -305,82 +314,98 @@ func (j *job) run() int {
 		timeout = t.C
 	}
 
-	status := 0
+	// What failed is reported once every rank has ended (cause.go): which
+	// report arrives first is a race, and the first is not always the cause.
 	failed := false
-	fail := func(code int, format string, a ...any) {
-		if failed {
-			return
+	terminate := func() {
+		if !failed {
+			failed = true
+			go j.terminateAll()
 		}
-		failed = true
-		status = code
-		j.logf(format, a...)
-		go j.terminateAll()
 	}
-	aborted := map[int]bool{}
-	abort := func(rank, code int, msg string) {
-		if aborted[rank] {
-			return
-		}
-		aborted[rank] = true
-		status := code
-		if status == 0 {
-			status = 1 // an abort is a failure whatever its code
-		}
-		fail(status, "rank %d (pid %d) called Abort with code %d: %s", rank, j.pid(rank), code, msg)
-	}
+	var own *failure // mpirun's own reason to end the job
+	recoveryStatus := 0
 	for j.running() > 0 {
 		select {
 		case ev := <-j.events:
 			switch ev.kind {
 			case "abort":
-				abort(ev.rank, ev.code, ev.msg)
+				j.mu.Lock()
+				j.abortFailureLocked(j.ranks[ev.rank])
+				j.mu.Unlock()
+				terminate()
 			case "pmi-error":
 				j.logf("rank %d (pid %d) broke the PMI protocol: %s", ev.rank, j.pid(ev.rank), ev.msg)
 			case "exit":
 				rs := j.markExited(ev.rank, ev.status)
 				// A rank that called Abort exits right after its abort
 				// line; let the PMI server finish reading it, so that
-				// the abort, not the exit code, is reported. (A child
+				// the abort, not the exit code, is its failure. (A child
 				// that inherited the socket can keep it open: wait only
 				// briefly.)
 				select {
 				case <-rs.served:
 				case <-time.After(200 * time.Millisecond):
 				}
-				if code, msg, ok := j.abortOf(ev.rank); ok {
-					abort(ev.rank, code, msg)
+				j.mu.Lock()
+				aborted := rs.abort != nil
+				if aborted {
+					j.abortFailureLocked(rs)
+				}
+				j.mu.Unlock()
+				if aborted {
+					terminate()
 					continue
 				}
-				if failed || aborted[ev.rank] {
-					continue
-				}
-				if j.o.recovery && j.died(ev.rank, ev.status, rs) {
-					if status == 0 {
-						status = deathStatus(ev.status)
+				if j.o.recovery && !failed && j.died(ev.rank, ev.status, rs) {
+					if recoveryStatus == 0 {
+						recoveryStatus = deathStatus(ev.status)
 					}
 					j.srv.Failed(ev.rank)
 					continue
 				}
-				switch ws := ev.status; {
-				case ws.Signaled():
-					fail(128+int(ws.Signal()), "rank %d (pid %d) exited on signal %d (%s)", ev.rank, rs.pid, int(ws.Signal()), signalName(ws.Signal()))
-				case ws.ExitStatus() != 0:
-					fail(ws.ExitStatus(), "rank %d (pid %d) exited with code %d", ev.rank, rs.pid, ws.ExitStatus())
-				case rs.initialized && !rs.finalized:
-					fail(1, "rank %d (pid %d) exited with code 0 without calling Finalize", ev.rank, rs.pid)
+				j.mu.Lock()
+				f := j.exitFailureLocked(rs, ev.status, ev.at)
+				j.mu.Unlock()
+				if f != nil {
+					terminate()
 				}
 			}
 		case <-timeout:
 			timeout = nil
-			fail(exitTimeout, "timeout after %gs: ending the job (ranks still running: %s)", j.o.timeout, j.stillRunning())
+			if own == nil {
+				own = &failure{rank: -1, at: j.tick(), status: exitTimeout,
+					how: fmt.Sprintf("timeout after %gs: ending the job (ranks still running: %s)", j.o.timeout, j.stillRunning())}
+			}
+			terminate()
 		case s := <-sigs:
 			sig := s.(syscall.Signal)
-			fail(128+int(sig), "received signal %d (%s): ending the job", int(sig), signalName(sig))
+			if own == nil {
+				own = &failure{rank: -1, at: j.tick(), status: 128 + int(sig),
+					how: fmt.Sprintf("received signal %d (%s): ending the job", int(sig), signalName(sig))}
+			}
+			terminate()
 		}
 	}
 	// Ranks' background children and the output they hold go too.
 	j.signalAll(syscall.SIGKILL)
 	outputs.Wait()
+	// The notices of lost peers that ranks sent before they ended are read
+	// (their PMI conversations are over) unless a child holds the socket.
+	deadline := time.After(200 * time.Millisecond)
+	for _, rs := range j.ranks {
+		select {
+		case <-rs.served:
+		case <-deadline:
+		}
+	}
+	lines, status := j.verdict(own)
+	for _, l := range lines {
+		j.logf("%s", l)
+	}
+	if status == 0 {
+		status = recoveryStatus
+	}
 	j.srv.Shutdown()
 	j.finishWatchdog()
 	reapOrphans(200 * time.Millisecond)
@@ -490,12 +515,14 @@ func (j *job) startServer() {
 			Init:     func(r int) { j.mu.Lock(); j.ranks[r].initialized = true; j.mu.Unlock() },
 			Finalize: func(r int) { j.mu.Lock(); j.ranks[r].finalized = true; j.mu.Unlock() },
 			Abort: func(r, code int, msg string) {
+				ev := event{kind: "abort", rank: r, code: code, msg: msg, at: j.tick()}
 				j.mu.Lock()
-				j.ranks[r].abort = &event{kind: "abort", rank: r, code: code, msg: msg}
+				j.ranks[r].abort = &ev
 				j.mu.Unlock()
-				j.events <- event{kind: "abort", rank: r, code: code, msg: msg}
+				j.events <- ev
 			},
-			Error: func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
+			PeerLost: j.peerLost,
+			Error:    func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
 			Put: func(r int, key, value string, n int) {
 				if !j.o.reportModex || !strings.HasPrefix(key, "m") {
 					return
@@ -584,8 +611,9 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 	go j.forward(rank, errR, j.stderr, outputs)
 	go func() {
 		cmd.Wait()
+		at := j.tick()
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		j.events <- event{kind: "exit", rank: rank, status: ws}
+		j.events <- event{kind: "exit", rank: rank, status: ws, at: at}
 	}()
 	return stdinW, nil
 }
@@ -652,11 +680,29 @@ func (j *job) groups() []int {
 	return pids
 }
 
-// signalAll sends sig to every rank's process group.
+// signalAll sends sig to every rank's process group. A rank not reaped yet
+// is marked first, so that its death by sig is known as mpirun's doing.
 func (j *job) signalAll(sig syscall.Signal) {
+	j.markSignalled(sig)
 	for _, p := range j.groups() {
 		syscall.Kill(-p, sig)
 	}
+}
+
+// markSignalled records that every rank not reaped yet is being sent sig.
+func (j *job) markSignalled(sig syscall.Signal) {
+	at := j.tick()
+	j.mu.Lock()
+	for _, r := range j.ranks {
+		switch {
+		case r.pid <= 0 || r.exited:
+		case sig == syscall.SIGTERM && r.termAt == 0:
+			r.termAt = at
+		case sig == syscall.SIGKILL && r.killAt == 0:
+			r.killAt = at
+		}
+	}
+	j.mu.Unlock()
 }
 
 // terminateAll ends every rank's process group: SIGTERM, then SIGKILL for

@@ -13,7 +13,8 @@
 // operations with it fail with MPI_ERR_PROC_FAILED, and mpirun exits with
 // the dead rank's code once the survivors are done (Abort still ends the
 // job). Each rank runs in its own process group; a
-// watchdog process ends every rank's group if mpirun itself is killed.
+// watchdog process ("mpirun [watchdog of <pid>]" in ps) ends every rank's
+// group if mpirun itself is killed, and mpirun replaces it if it dies.
 package main
 
 import (

@@ -137,11 +137,11 @@ func TestFailures(t *testing.T) {
 		status int    // -1: only non-zero; 0: not checked (mpirun was killed)
 		want   string // regexp on stderr
 	}{
-		{"rank exits non-zero (the issue's command)", literal, 0, "", 3, `rank 1 \(pid \d+\) exited with code 3`},
-		{"rank exits non-zero", sh, 1, "", 3, `rank 1 \(pid \d+\) exited with code 3`},
-		{"rank killed", []string{bin.rankprog, "sleep"}, 2, "kill-rank", 128 + 9, `rank 1 \(pid \d+\) exited on signal 9 \(Killed\)`},
-		{"rank aborts", []string{bin.rankprog, "abort", "1", "7"}, 0, "", 7, `rank 1 \(pid \d+\) called Abort with code 7`},
-		{"rank returns without Finalize", []string{bin.rankprog, "nofinalize", "1"}, 0, "", -1, `rank 1 \(pid \d+\) exited with code 0 without calling Finalize`},
+		{"rank exits non-zero (the issue's command)", literal, 0, "", 3, `rank 1 \(pid \d+, host [^)]+\) exited with code 3`},
+		{"rank exits non-zero", sh, 1, "", 3, `rank 1 \(pid \d+, host [^)]+\) exited with code 3`},
+		{"rank killed", []string{bin.rankprog, "sleep"}, 2, "kill-rank", 128 + 9, `rank 1 \(pid \d+, host [^)]+\) exited on signal 9 \(Killed\)`},
+		{"rank aborts", []string{bin.rankprog, "abort", "1", "7"}, 0, "", 7, `rank 1 \(pid \d+, host [^)]+\) called Abort with code 7`},
+		{"rank returns without Finalize", []string{bin.rankprog, "nofinalize", "1"}, 0, "", -1, `rank 1 \(pid \d+, host [^)]+\) exited with code 0 without calling Finalize`},
 		{"SIGTERM to mpirun", []string{bin.rankprog, "child"}, 2, "term-mpirun", 128 + 15, `received signal 15 \(Terminated\)`},
 		{"kill -9 of mpirun, gompi ranks with children", []string{bin.rankprog, "child"}, 2, "kill-mpirun", 0, ``},
 		{"kill -9 of mpirun, shell ranks", []string{"sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`}, 2, "kill-mpirun", 0, ``},
@@ -386,5 +386,143 @@ func TestOversubscribedEnvironment(t *testing.T) {
 	j = runJob(t, "-np", "1", "sh", "-c", show)
 	if got, want := strings.TrimSpace(j.Stdout.String()), "0/"+os.Getenv("GOMAXPROCS"); got != want {
 		t.Errorf("-np 1: the rank saw %q, want %q (not oversubscribed, GOMAXPROCS left alone)", got, want)
+	}
+}
+
+// TestUnknownParameterSuggestions: with the real catalogue, a misspelled
+// name near a registered one gets it; one near none, but whose prefix names
+// a component, gets that component's closest parameters; rank 0 alone says
+// so, and the job runs.
+func TestUnknownParameterSuggestions(t *testing.T) {
+	j := runJob(t, "-np", "2", "--mca", "btl_shm_sizee", "1", "--mca", "coll_tuned_allreduce_algo", "2", bin.hello)
+	if j.Code != 0 {
+		t.Fatalf("status %d: %s", j.Code, j.Stderr)
+	}
+	for _, want := range []string{
+		`unknown MCA parameter "btl_shm_sizee" (source: command line); no registered parameter has a similar name; did you mean one of btl shm's parameters: btl_shm_ring_size`,
+		"(ompi_info --param btl shm --level 9 lists them all)",
+		`unknown MCA parameter "coll_tuned_allreduce_algo" (source: command line); did you mean coll_tuned_allreduce_algorithm?`,
+	} {
+		if n := strings.Count(j.Stderr.String(), want); n != 1 {
+			t.Errorf("stderr has %q %d times, want once:\n%s", want, n, j.Stderr)
+		}
+	}
+}
+
+// watchdogs returns the pids of mpirun's watchdogs: its children that lead
+// a session of their own.
+func watchdogs(t *testing.T, mpirunPid int) []int {
+	t.Helper()
+	var out []int
+	for _, p := range testutil.Processes(t) {
+		if p.Ppid == mpirunPid && p.Sid == p.Pid && p.State != 'Z' {
+			out = append(out, p.Pid)
+		}
+	}
+	return out
+}
+
+// waitWatchdog waits until mpirun has exactly one live watchdog other than
+// old, and returns it.
+func waitWatchdog(t *testing.T, j *testutil.Proc, old int) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if w := watchdogs(t, j.Cmd.Process.Pid); len(w) == 1 && w[0] != old {
+			return w[0]
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mpirun has watchdogs %v (old %d), want one new one\nstderr:\n%s", watchdogs(t, j.Cmd.Process.Pid), old, j.Stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestWatchdogWatched: the watchdog names itself in ps; killed, it is
+// noticed, reported and replaced; and the new one does the job: after kill
+// -9 of mpirun no rank is left. The ranks are shell scripts with a child of
+// their own, which do not speak PMI: only a watchdog can end them.
+func TestWatchdogWatched(t *testing.T) {
+	j := startJob(t, nil, nil, "-np", "2", "sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`)
+	j.WaitOutput(t, `(?m)^ready \d`, 2, 10*time.Second)
+	mpirunPid := j.Cmd.Process.Pid
+	groups := rankGroups(t, mpirunPid)
+	if len(groups) != 2 {
+		t.Fatalf("rank groups %v", groups)
+	}
+	first := waitWatchdog(t, j, 0)
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", first))
+	if got, want := strings.TrimRight(string(cmdline), "\x00"), fmt.Sprintf("mpirun [watchdog of %d]", mpirunPid); got != want {
+		t.Errorf("watchdog's command line %q, want %q", got, want)
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", first))
+	if got := strings.TrimSpace(string(comm)); got != "mpirun-watchdog" {
+		t.Errorf("watchdog's comm %q, want mpirun-watchdog", got)
+	}
+
+	syscall.Kill(first, syscall.SIGKILL)
+	second := waitWatchdog(t, j, first)
+	want := fmt.Sprintf("mpirun: warning: the watchdog (pid %d) was killed by signal 9 (Killed); started a new one (pid %d)", first, second)
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(j.Stderr.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stderr lacks %q:\n%s", want, j.Stderr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-j.Done:
+		t.Fatalf("the job ended (status %d) when its watchdog was killed:\n%s", j.Code, j.Stderr)
+	default:
+	}
+
+	j.Cmd.Process.Kill()
+	j.Wait(t, 10*time.Second)
+	assertGone(t, groups)
+	assertGone(t, []int{second}) // it did its work and ended
+}
+
+// TestCauseBeforeConsequence: survivors that lost a rank fail before that
+// rank is reaped (it ignores SIGTERM and dies of SIGKILL 100 ms later, as a
+// rank killed on a loaded machine may be reaped late). mpirun still names
+// the dead rank first, exits with its status, and reports the survivors as
+// its consequences. When the rank the survivors blamed was alive, the
+// survivors' failure is the cause.
+func TestCauseBeforeConsequence(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		status int
+		first  string // regexp on mpirun's first line
+		also   string // regexp on a later line of mpirun's
+	}{
+		{"survivors abort", []string{"lost", "0", "abort"}, 128 + 9,
+			`^mpirun: rank 0 \(pid \d+, host [^)]+\) exited on signal 9 \(Killed\)$`,
+			`(?m)^mpirun: (rank [123] \(pid \d+\) called Abort with code 1 after losing rank 0: rank [123] called Abort\(1\)|[23] ranks aborted after losing rank 0: ranks [123], [123].* \(called Abort with code 1\))$`},
+		{"survivors exit", []string{"lost", "2", "exit"}, 128 + 9,
+			`^mpirun: rank 2 \(pid \d+, host [^)]+\) exited on signal 9 \(Killed\)$`,
+			`(?m)^mpirun: (rank [013] \(pid \d+\) exited with code 1 after losing rank 2|[23] ranks aborted after losing rank 2: ranks [013], [013].* \(exited with code 1\))$`},
+		{"the blamed rank was alive", []string{"lost", "0", "abort", "alive"}, 1,
+			`^mpirun: rank [123] \(pid \d+, host [^)]+\) called Abort with code 1: rank [123] called Abort\(1\)$`, ``},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			j := runJob(t, append([]string{"-np", "4", bin.rankprog}, c.args...)...)
+			var lines []string
+			for _, l := range strings.Split(j.Stderr.String(), "\n") {
+				if strings.HasPrefix(l, "mpirun: ") {
+					lines = append(lines, l)
+				}
+			}
+			if j.Code != c.status {
+				t.Errorf("status %d, want %d", j.Code, c.status)
+			}
+			if len(lines) == 0 || !regexp.MustCompile(c.first).MatchString(lines[0]) {
+				t.Fatalf("mpirun's first line does not match %q:\n%s", c.first, j.Stderr)
+			}
+			if c.also != "" && !regexp.MustCompile(c.also).MatchString(strings.Join(lines[1:], "\n")) {
+				t.Errorf("mpirun's later lines do not match %q:\n%s", c.also, j.Stderr)
+			}
+		})
 	}
 }

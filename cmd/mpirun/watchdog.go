@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // The watchdog is mpirun's insurance against its own sudden death: a second
@@ -19,10 +20,40 @@ import (
 // without "done", mpirun is gone (kill -9 included) and the watchdog kills
 // every group. A rank's own PMI client also notices, but a program that does
 // not speak PMI (a shell script) would not.
+//
+// The watchdog is watched in turn: it names itself in ps ("mpirun [watchdog
+// of <pid>]"), so that nobody mistakes it for a rank, and when it dies before
+// the job's end mpirun says so and starts a new one, which it tells every
+// group again.
 
 const watchdogEnv = "GOMPI_MPIRUN_WATCHDOG"
 
+// watchdogComm is the watchdog's short name (/proc/<pid>/comm, ps -o comm,
+// top): at most 15 bytes.
+const watchdogComm = "mpirun-watchdog"
+
+// maxWatchdogRestarts bounds how many times one job replaces its watchdog,
+// so that a watchdog that cannot live does not make mpirun spin.
+const maxWatchdogRestarts = 100
+
+// watchdogState is mpirun's side of its watchdog; guarded by job.wdMu.
+type watchdogState struct {
+	w        *os.File // write end of the current watchdog's lifeline
+	pid      int
+	done     bool // the job has ended: a watchdog's exit is expected
+	restarts int
+}
+
+// startWatchdog starts the first watchdog.
 func (j *job) startWatchdog() error {
+	j.wdMu.Lock()
+	defer j.wdMu.Unlock()
+	return j.spawnWatchdogLocked()
+}
+
+// spawnWatchdogLocked starts a watchdog, tells it every rank's group, and
+// watches it. The caller holds wdMu.
+func (j *job) spawnWatchdogLocked() error {
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("watchdog: %w", err)
@@ -31,7 +62,8 @@ func (j *job) startWatchdog() error {
 	if err != nil {
 		return fmt.Errorf("watchdog: %w", err)
 	}
-	cmd := exec.Command(self)
+	// argv[0] is what ps shows: the watchdog is not one more rank.
+	cmd := &exec.Cmd{Path: self, Args: []string{fmt.Sprintf("mpirun [watchdog of %d]", os.Getpid())}}
 	cmd.Env = []string{watchdogEnv + "=1"}
 	cmd.Stdin = r
 	// Its own session: a ^C meant for mpirun's terminal does not reach it,
@@ -43,29 +75,78 @@ func (j *job) startWatchdog() error {
 		w.Close()
 		return fmt.Errorf("watchdog: %w", err)
 	}
-	go cmd.Wait()
-	j.watchdog = w
+	j.wd.w, j.wd.pid = w, cmd.Process.Pid
+	for _, g := range j.groups() {
+		fmt.Fprintf(w, "g %d\n", g)
+	}
+	go j.watchWatchdog(cmd, w)
 	return nil
+}
+
+// watchWatchdog waits for a watchdog to end; if the job has not ended, the
+// watchdog was killed: mpirun says so and starts another.
+func (j *job) watchWatchdog(cmd *exec.Cmd, w *os.File) {
+	cmd.Wait()
+	j.wdMu.Lock()
+	defer j.wdMu.Unlock()
+	if j.wd.done || j.wd.w != w {
+		return
+	}
+	w.Close()
+	j.wd.w = nil
+	how := "exited"
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok {
+		switch {
+		case ws.Signaled():
+			how = fmt.Sprintf("was killed by signal %d (%s)", int(ws.Signal()), signalName(ws.Signal()))
+		default:
+			how = fmt.Sprintf("exited with code %d", ws.ExitStatus())
+		}
+	}
+	if j.wd.restarts >= maxWatchdogRestarts {
+		j.logf("warning: the watchdog (pid %d) %s; it was replaced %d times already, so the job goes on without one: if mpirun dies, ranks that do not speak PMI are left behind",
+			cmd.Process.Pid, how, j.wd.restarts)
+		return
+	}
+	j.wd.restarts++
+	if j.wd.restarts > 1 {
+		// One that dies at once should not make mpirun spin.
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := j.spawnWatchdogLocked(); err != nil {
+		j.logf("warning: the watchdog (pid %d) %s, and a new one cannot start (%v): if mpirun dies, ranks that do not speak PMI are left behind",
+			cmd.Process.Pid, how, err)
+		return
+	}
+	j.logf("warning: the watchdog (pid %d) %s; started a new one (pid %d)", cmd.Process.Pid, how, j.wd.pid)
 }
 
 // registerGroup tells the watchdog about a rank's process group.
 func (j *job) registerGroup(pgid int) {
-	if j.watchdog != nil {
-		fmt.Fprintf(j.watchdog, "g %d\n", pgid)
+	j.wdMu.Lock()
+	defer j.wdMu.Unlock()
+	if j.wd.w != nil {
+		fmt.Fprintf(j.wd.w, "g %d\n", pgid)
 	}
 }
 
 // finishWatchdog tells the watchdog that the job ended normally.
 func (j *job) finishWatchdog() {
-	if j.watchdog != nil {
-		io.WriteString(j.watchdog, "done\n")
-		j.watchdog.Close()
-		j.watchdog = nil
+	j.wdMu.Lock()
+	defer j.wdMu.Unlock()
+	j.wd.done = true
+	if j.wd.w != nil {
+		io.WriteString(j.wd.w, "done\n")
+		j.wd.w.Close()
+		j.wd.w = nil
 	}
 }
 
 // watchdog runs in the watchdog process.
 func watchdog(lifeline io.Reader) int {
+	// The main thread's name, which ps -o comm and top show (argv[0] is
+	// for ps -f). Best effort: without it the watchdog still works.
+	os.WriteFile("/proc/self/comm", []byte(watchdogComm), 0)
 	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	var groups []int
 	sc := bufio.NewScanner(lifeline)

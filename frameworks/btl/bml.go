@@ -35,6 +35,7 @@ type Peer struct {
 type BML struct {
 	modules []Module
 	peers   []Peer
+	rt      *rte.Runtime
 }
 
 // NewBML asks every selected module which ranks it reaches and keeps, per
@@ -78,7 +79,7 @@ func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (bml 
 		}
 		return mods[i].a.Name < mods[j].a.Name
 	})
-	bml = &BML{peers: make([]Peer, job.Size)}
+	bml = &BML{peers: make([]Peer, job.Size), rt: rt}
 	for _, m := range mods {
 		bml.modules = append(bml.modules, m.m)
 	}
@@ -148,10 +149,18 @@ func (m *BML) RegisterRecv(tag Tag, fn RecvFunc) {
 	}
 }
 
-// RegisterError installs fn on every module.
+// RegisterError installs fn on every module. The run-time environment hears
+// of every lost peer first (rte.Runtime.PeerLost), so that the launcher can
+// tell a failure of this process that follows from its cause.
 func (m *BML) RegisterError(fn ErrorFunc) {
+	wrapped := func(rank int, err error) {
+		if m.rt != nil {
+			m.rt.PeerLost(rank)
+		}
+		fn(rank, err)
+	}
 	for _, mod := range m.modules {
-		mod.RegisterError(fn)
+		mod.RegisterError(wrapped)
 	}
 }
 

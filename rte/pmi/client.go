@@ -29,6 +29,7 @@ var ErrLost = mpierr.Errorf(mpierr.ErrProcAborted, "pmi: connection to the proce
 type Client struct {
 	conn io.ReadWriteCloser
 	mu   sync.Mutex // one request at a time
+	wmu  sync.Mutex // one line at a time: notices go out between a request and its answer
 
 	lines     chan string
 	lost      chan struct{}
@@ -189,7 +190,10 @@ func readLine(r *bufio.Reader) (string, error) {
 func (c *Client) send(cmd Command) error {
 	b := cmd.Encode()
 	c.written.Add(int64(len(b)))
-	if _, err := c.conn.Write(b); err != nil {
+	c.wmu.Lock()
+	_, err := c.conn.Write(b)
+	c.wmu.Unlock()
+	if err != nil {
 		return fmt.Errorf("pmi: sending %s: %v: %w", cmd.Name, err, ErrLost)
 	}
 	return nil
@@ -348,12 +352,72 @@ func (c *Client) Finalize() error {
 }
 
 // Abort asks the process manager to end the whole job with code. There is no
-// response; the caller exits (or is killed) next.
-func (c *Client) Abort(code int, msg string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// response; the caller exits (or is killed) next. It does not wait for a
+// request in flight (a barrier that a dead rank will never join, say): the
+// line goes out between the request and its answer.
+//
+// lost, when not empty, names the ranks this process had lost before it
+// gave up, as "lost=0,2": gompi's mpirun then reports the abort as a
+// consequence of their failure. Send it only to gompi's own server (other
+// servers are not known to ignore unknown keys).
+func (c *Client) Abort(code int, msg string, lost ...int) error {
 	c.finalized.Store(true) // the end of the connection is expected now
-	return c.send(Cmd("abort", "exitcode", strconv.Itoa(code), "message", msg))
+	cmd := Cmd("abort", "exitcode", strconv.Itoa(code), "message", msg)
+	if len(lost) > 0 {
+		cmd.Args = append(cmd.Args, Arg{"lost", FormatRankList(lost)})
+	}
+	return c.send(cmd)
+}
+
+// PeerLost tells the server, with a "cmd=peer_lost rank=R" notice that has
+// no answer, that this process has lost its connection to rank R: gompi's
+// mpirun then knows that a failure of this process that follows is a
+// consequence of R's. Only gompi's own server knows the command; it may be
+// sent while a request waits for its answer.
+func (c *Client) PeerLost(rank int) error {
+	return c.send(Cmd("peer_lost", "rank", strconv.Itoa(rank)))
+}
+
+// MaxRankList bounds how many ranks a rank list of a PMI line may name.
+const MaxRankList = 1024
+
+// FormatRankList writes ranks as a comma list, for ParseRankList.
+func FormatRankList(ranks []int) string {
+	if len(ranks) > MaxRankList {
+		ranks = ranks[:MaxRankList]
+	}
+	parts := make([]string, len(ranks))
+	for i, r := range ranks {
+		parts[i] = strconv.Itoa(r)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseRankList reads a comma list of ranks, each in 0..size-1, at most
+// MaxRankList of them, without repeats; the order is kept. Errors carry
+// mpierr.ErrIntern: a bad list is a protocol violation.
+func ParseRankList(s string, size int) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	if len(parts) > MaxRankList {
+		return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: rank list of %d entries exceeds %d", len(parts), MaxRankList)
+	}
+	seen := map[int]bool{}
+	out := make([]int, 0, len(parts))
+	for _, p := range parts {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 0 || n >= size || strconv.Itoa(n) != p {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: %q in rank list %q is not a rank of 0..%d", abbreviate(p), abbreviate(s), size-1)
+		}
+		if seen[n] {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: rank %d repeats in rank list %q", n, abbreviate(s))
+		}
+		seen[n] = true
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // Close closes the connection without finalizing.

@@ -317,6 +317,7 @@ type recorder struct {
 	puts    []putEvent
 	finals  []int
 	aborts  []abortEvent
+	lost    [][2]int // PeerLost: rank, peer
 	errs    []error
 	finalCh chan int
 	abortCh chan abortEvent
@@ -358,7 +359,8 @@ func (r *recorder) events() Events {
 			r.mu.Unlock()
 			r.abortCh <- e
 		},
-		Error: func(rank int, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() },
+		Error:    func(rank int, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() },
+		PeerLost: func(rank, peer int) { r.mu.Lock(); r.lost = append(r.lost, [2]int{rank, peer}); r.mu.Unlock() },
 	}
 }
 
@@ -1132,6 +1134,7 @@ func FuzzServer(f *testing.F) {
 	f.Add([]byte(all.String()))
 	f.Add([]byte("cmd=barrier_in\ncmd=barrier_in\ncmd=get key=x\n"))
 	f.Add([]byte("cmd=abort exitcode=2 message=bye\\ now\n"))
+	f.Add([]byte("cmd=peer_lost rank=0\ncmd=peer_lost rank=x\ncmd=abort exitcode=1 lost=0,1\n"))
 	f.Add([]byte("cmd=put kvsname=" + testKVS + " key=PMI_x value=1\ncmd=put kvsname=" + testKVS + " key=k value=1\ncmd=put kvsname=" + testKVS + " key=k value=2\n"))
 	f.Add([]byte("no newline at the end"))
 	f.Add([]byte("cmd=x\r\n\n"))
@@ -1141,7 +1144,7 @@ func FuzzServer(f *testing.F) {
 			Preput: map[string]string{"PMI_process_mapping": "(vector,(0,1,1))"},
 			Events: Events{
 				Init: func(int) {}, Put: func(int, string, string, int) {}, Finalize: func(int) {},
-				Abort: func(int, int, string) {}, Error: func(int, error) {},
+				Abort: func(int, int, string) {}, Error: func(int, error) {}, PeerLost: func(int, int) {},
 			},
 		})
 		cc, sc := socketPair(t)
@@ -1234,6 +1237,245 @@ func FuzzParseProcFailed(f *testing.F) {
 		rank, ok := ParseProcFailed(line)
 		if ok && rank < 0 {
 			t.Fatalf("ParseProcFailed(%q) = %d, true", line, rank)
+		}
+	})
+}
+
+// TestPeerLost: a peer_lost notice goes out while a request waits for its
+// answer and gets none; an abort's lost= list is told before the abort; a
+// bad list does not stop the abort.
+func TestPeerLost(t *testing.T) {
+	j := newJob(t, 3, ServerConfig{})
+	c := j.connect(0)
+	errc := make(chan error, 1)
+	go func() { errc <- c.Barrier() }() // ranks 1 and 2 never come
+	time.Sleep(20 * time.Millisecond)
+	if err := c.PeerLost(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Abort(1, "bye", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-j.rec.abortCh:
+		j.rec.mu.Lock()
+		got := fmt.Sprint(j.rec.lost)
+		j.rec.mu.Unlock()
+		if got != "[[0 2] [0 1] [0 2]]" || e != (abortEvent{0, 1, "bye"}) {
+			t.Errorf("lost %s and abort %+v, want [[0 2] [0 1] [0 2]] before the abort", got, e)
+		}
+	case <-time.After(liveness):
+		t.Fatal("no Abort event")
+	}
+	if err := <-errc; !errors.Is(err, ErrLost) {
+		t.Errorf("the barrier ended with %v, want ErrLost", err)
+	}
+
+	for _, line := range []string{"cmd=abort exitcode=3 lost=1,x\n", "cmd=abort exitcode=3 lost=0,9\n", "cmd=peer_lost rank=7\ncmd=abort exitcode=3\n"} {
+		j := newJob(t, 3, ServerConfig{})
+		cc, sc := socketPair(t)
+		go j.srv.Serve(0, sc)
+		if _, err := cc.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case e := <-j.rec.abortCh:
+			j.rec.mu.Lock()
+			if e.code != 3 || len(j.rec.lost) != 0 || len(j.rec.errs) != 0 {
+				t.Errorf("%q: abort %+v, lost %v, errors %v; want the abort alone", line, e, j.rec.lost, j.rec.errs)
+			}
+			j.rec.mu.Unlock()
+		case <-time.After(liveness):
+			t.Fatalf("%q: no Abort event", line)
+		}
+		cc.Close()
+	}
+}
+
+func FuzzParseRankList(f *testing.F) {
+	for _, s := range []string{"", "0", "0,1,2", "3,1", "1,1", "-1", "01", "1,,2", "4", "x", strings.Repeat("1,", 2000)} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, s string, size int) {
+		ranks, err := ParseRankList(s, size)
+		if err != nil {
+			if !errors.Is(err, mpierr.ErrIntern) {
+				t.Fatalf("ParseRankList(%q) error %v lacks ErrIntern", s, err)
+			}
+			return
+		}
+		if len(ranks) > MaxRankList {
+			t.Fatalf("ParseRankList(%q) gave %d ranks", s, len(ranks))
+		}
+		seen := map[int]bool{}
+		for _, r := range ranks {
+			if r < 0 || r >= size || seen[r] {
+				t.Fatalf("ParseRankList(%q, %d) gave %v", s, size, ranks)
+			}
+			seen[r] = true
+		}
+		if back := FormatRankList(ranks); back != s {
+			t.Fatalf("ParseRankList(%q) = %v, which formats as %q", s, ranks, back)
+		}
+	})
+}
+
+// openFiles counts this process's descriptors.
+func openFiles(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
+}
+
+// TestListenerStrangers: a listening server refuses what is not an initack
+// of a free rank, and closes 1000 silent connections within its handshake
+// timeout, never holding more than its bound, while four PMI_PORT clients
+// that connect behind them run a job (put, barrier, get) with the right
+// result; afterwards the process has the descriptors it had before.
+func TestListenerStrangers(t *testing.T) {
+	const (
+		size    = 4
+		silent  = 1000
+		maxPend = 256 // the default
+		timeout = time.Second
+	)
+	before := openFiles(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no TCP loopback: %v", err)
+	}
+	srv := NewServer(ServerConfig{KVSName: testKVS, Size: size})
+	served := make(chan error, 1)
+	go func() { served <- srv.ServeListener(ln, ListenConfig{HandshakeTimeout: timeout, MaxPending: maxPend}) }()
+	addr := ln.Addr().String()
+
+	// Strangers that speak: each is refused at once.
+	for _, hello := range []string{"GET / HTTP/1.0\r\n\r\n", "cmd=init pmi_version=1\n", "cmd=initack pmiid=9\n",
+		"cmd=initack pmiid=x\n", "cmd=initack\n", strings.Repeat("x", 4096) + "\n"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte(hello))
+		conn.SetReadDeadline(time.Now().Add(liveness))
+		if n, err := conn.Read(make([]byte, 64)); n > 0 || err == nil || os.IsTimeout(err) {
+			t.Errorf("%.20q: read %d bytes, %v; want the connection closed", hello, n, err)
+		}
+		conn.Close()
+	}
+
+	type result struct {
+		alive time.Duration
+		err   error
+	}
+	results := make(chan result, silent)
+	for i := 0; i < silent; i++ {
+		start := time.Now()
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatalf("silent connection %d: %v", i, err)
+		}
+		go func() {
+			defer conn.Close()
+			conn.SetReadDeadline(time.Now().Add(liveness))
+			n, err := conn.Read(make([]byte, 1))
+			if n > 0 {
+				err = fmt.Errorf("the server sent %d bytes to a silent stranger", n)
+			} else if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+				err = nil
+			}
+			results <- result{time.Since(start), err}
+		}()
+	}
+
+	// The job, behind the flood.
+	var wg sync.WaitGroup
+	errs := make(chan error, size)
+	for r := 0; r < size; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- func() error {
+				c, err := Dial(map[string]string{"PMI_PORT": addr, "PMI_ID": strconv.Itoa(r)}, ClientOptions{})
+				if err != nil {
+					return err
+				}
+				if c.Rank != r || c.Size != size {
+					return fmt.Errorf("rank %d of %d, want %d of %d", c.Rank, c.Size, r, size)
+				}
+				if err := c.Put(fmt.Sprintf("k%d", r), fmt.Sprintf("v%d", r*r)); err != nil {
+					return err
+				}
+				if err := c.Barrier(); err != nil {
+					return err
+				}
+				for p := 0; p < size; p++ {
+					if v, found, err := c.Get(fmt.Sprintf("k%d", p)); err != nil || !found || v != fmt.Sprintf("v%d", p*p) {
+						return fmt.Errorf("rank %d got k%d = %q, %v, %v", r, p, v, found, err)
+					}
+				}
+				return c.Finalize()
+			}()
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("job: %v", err)
+		}
+	}
+
+	var longest time.Duration
+	for i := 0; i < silent; i++ {
+		res := <-results
+		if res.err != nil {
+			t.Fatalf("a silent connection was not closed: %v", res.err)
+		}
+		longest = max(longest, res.alive)
+	}
+	// Accepted after waiting in the kernel's queue, each was closed within
+	// the timeout of its accept: a second of slack covers the queue.
+	if longest > timeout+time.Second {
+		t.Errorf("a silent connection stayed open %v (handshake timeout %v)", longest, timeout)
+	}
+	pending, peak, evicted, rejected := srv.ListenStats()
+	t.Logf("longest-lived silent connection %v; %d pending, at most %d at once, %d closed to make room, %d refused", longest, pending, peak, evicted, rejected)
+	if peak > maxPend+1 {
+		t.Errorf("%d connections waited at once, more than %d", peak, maxPend)
+	}
+	if rejected != silent+6 {
+		t.Errorf("%d connections refused, want %d", rejected, silent+6)
+	}
+	srv.Shutdown()
+	if err := <-served; err != nil {
+		t.Errorf("ServeListener: %v", err)
+	}
+	deadline := time.Now().Add(liveness)
+	for openFiles(t) > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d descriptors open, %d before", openFiles(t), before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func FuzzParseInitack(f *testing.F) {
+	for _, s := range []string{"cmd=initack pmiid=3", "cmd=initack pmiid=03", "cmd=initack pmiid=-1", "cmd=initack", "cmd=init pmiid=1", "cmd=initack pmiid=9", "", "GET / HTTP/1.0"} {
+		f.Add(s, 4)
+	}
+	f.Fuzz(func(t *testing.T, line string, size int) {
+		rank, err := ParseInitack(line, size)
+		if err != nil {
+			if !errors.Is(err, mpierr.ErrIntern) {
+				t.Fatalf("ParseInitack(%q) error %v lacks ErrIntern", line, err)
+			}
+			return
+		}
+		if rank < 0 || rank >= size {
+			t.Fatalf("ParseInitack(%q, %d) = %d", line, size, rank)
 		}
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/mpierr"
 )
@@ -32,6 +33,10 @@ type Events struct {
 	Finalize func(rank int)
 	// Abort is called when a rank asks to abort the job.
 	Abort func(rank, code int, msg string)
+	// PeerLost is called when a rank says it has lost its connection to
+	// peer (a "cmd=peer_lost" notice, or the "lost=" list of its abort,
+	// which is told before Abort is called).
+	PeerLost func(rank, peer int)
 	// Error is called when a rank breaks the protocol; its connection is
 	// then closed.
 	Error func(rank int, err error)
@@ -61,6 +66,10 @@ type Server struct {
 	conns    map[*serverConn]bool
 	shutdown bool
 	failed   map[int]bool // ranks dead, the job going on without them (Failed)
+
+	listeners []listener   // ServeListener's (listen.go)
+	ported    map[int]bool // ranks connected through a listener
+	rejected  atomic.Int64 // listener connections refused at the initack
 }
 
 type serverConn struct {
@@ -86,7 +95,7 @@ func NewServer(cfg ServerConfig) *Server {
 	for k, v := range cfg.Preput {
 		kvs[k] = v
 	}
-	return &Server{cfg: cfg, kvs: kvs, conns: map[*serverConn]bool{}, failed: map[int]bool{}}
+	return &Server{cfg: cfg, kvs: kvs, conns: map[*serverConn]bool{}, failed: map[int]bool{}, ported: map[int]bool{}}
 }
 
 // Serve speaks PMI with one rank until the connection closes or the rank
@@ -230,10 +239,26 @@ func (s *Server) handle(c *serverConn, cmd Command, lineBytes int) (done bool, e
 			}
 		}
 		msg, _ := cmd.Get("message")
+		if v, ok := cmd.Get("lost"); ok && ev.PeerLost != nil {
+			// A bad list does not stop the abort: the job ends anyway.
+			lost, _ := ParseRankList(v, s.cfg.Size)
+			for _, p := range lost {
+				if p != c.rank {
+					ev.PeerLost(c.rank, p)
+				}
+			}
+		}
 		if ev.Abort != nil {
 			ev.Abort(c.rank, code, msg)
 		}
 		return true, nil
+	case "peer_lost":
+		// A notice: no answer, the client is not waiting for one.
+		v, _ := cmd.Get("rank")
+		if p, err := strconv.Atoi(v); err == nil && p >= 0 && p < s.cfg.Size && p != c.rank && ev.PeerLost != nil {
+			ev.PeerLost(c.rank, p)
+		}
+		return false, nil
 	}
 	return false, c.write(fail(cmd.Name+"_result", "unknown_command"))
 }
@@ -293,7 +318,12 @@ func (s *Server) Shutdown() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
+	ls := s.listeners
 	s.mu.Unlock()
+	for _, l := range ls {
+		l.ln.Close()
+		l.hs.Close()
+	}
 	for _, c := range conns {
 		c.rwc.Close()
 	}

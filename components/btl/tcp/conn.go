@@ -21,6 +21,11 @@ import (
 func (m *module) acceptLoop(ln *net.TCPListener) {
 	defer m.wg.Done()
 	for {
+		// Silent strangers must not hold every descriptor: wait for room
+		// among the pending handshakes first.
+		if !m.handshakes.Room(m.ctx.Done()) {
+			return
+		}
 		conn, err := ln.AcceptTCP()
 		if err != nil {
 			if m.closing.Load() || errors.Is(err, net.ErrClosed) {
@@ -36,12 +41,11 @@ func (m *module) acceptLoop(ln *net.TCPListener) {
 			continue
 		}
 		m.inMu.Lock()
-		if m.closing.Load() {
+		if m.closing.Load() || !m.handshakes.Add(conn) {
 			m.inMu.Unlock()
 			conn.Close()
 			return
 		}
-		m.handshaking[conn] = true
 		m.wg.Add(1)
 		m.inMu.Unlock()
 		go m.handshakeIn(conn)
@@ -55,7 +59,10 @@ func (m *module) handshakeIn(conn *net.TCPConn) {
 	remote := conn.RemoteAddr().String()
 	ic, err := m.acceptHello(conn)
 	m.inMu.Lock()
-	delete(m.handshaking, conn)
+	if !m.handshakes.Done(conn) && err == nil {
+		// Closed meanwhile to make room, or by Finalize.
+		err = fmt.Errorf("closed before the handshake ended: %w", errHandshake)
+	}
 	if err == nil && m.closing.Load() {
 		err = errors.New("module finalizing")
 	}
@@ -85,7 +92,7 @@ func (m *module) handshakeIn(conn *net.TCPConn) {
 // returns the connection even with an error, for the caller to release the
 // rank.
 func (m *module) acceptHello(conn *net.TCPConn) (*inConn, error) {
-	conn.SetDeadline(time.Now().Add(m.cfg.handshakeTimeout))
+	// The deadline (btl_tcp_handshake_timeout) was set by m.handshakes.Add.
 	buf := make([]byte, helloLen)
 	// The first bytes alone tell garbage apart: no need to wait for more.
 	if _, err := io.ReadFull(conn, buf[:6]); err != nil {

@@ -54,3 +54,9 @@ func Stats(m btl.Module) (sent, received uint64) {
 // Crash closes every socket of a module at once, without goodbyes, as the
 // death of its process would.
 func Crash(m btl.Module) { m.(*module).shutdown(false) }
+
+// Handshakes returns a module's pending handshakes now, the most at once,
+// and how many were closed to make room.
+func Handshakes(m btl.Module) (pending, peak int, evicted int64) {
+	return m.(*module).handshakes.Stats()
+}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -540,4 +541,121 @@ func TestSendiAndFlowControl(t *testing.T) {
 		}
 		return rt.Barrier()
 	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("btl_tcp_max_queued", "1m"))
+}
+
+// openFiles counts this process's descriptors.
+func openFiles(t testing.TB) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	return len(ents)
+}
+
+// TestSilentConnections: 1000 connections to rank 0's port that never say
+// a word. Rank 0 never holds more than btl_tcp_max_pending_handshakes of
+// them, closes each within btl_tcp_handshake_timeout of accepting it, and
+// meanwhile accepts rank 1's own connection, made while the flood waits:
+// the traffic arrives intact, and afterwards the process has the
+// descriptors it had before.
+func TestSilentConnections(t *testing.T) {
+	const (
+		silent  = 1000
+		timeout = time.Second
+	)
+	var before int
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		me, peer := r.Rank(), 1-r.Rank()
+		rt := r.Runtime()
+		h := btltest.New(r.BML(), me, btl.TagUser)
+		mod, err := tcpRoute(r, peer)
+		if err != nil {
+			return err
+		}
+		addrs, err := cardOf(r, 0)
+		if err != nil {
+			return err
+		}
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		if me == 0 {
+			before = openFiles(t) // no connection between the ranks yet
+		}
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		type result struct {
+			alive time.Duration // from dial to the rank's close
+			err   error
+		}
+		results := make(chan result, silent)
+		if me == 1 {
+			for i := 0; i < silent; i++ {
+				target := addrs[i%len(addrs)]
+				start := time.Now()
+				conn, err := net.DialTimeout("tcp", target.String(), liveness)
+				if err != nil {
+					return fmt.Errorf("silent connection %d: %w", i, err)
+				}
+				go func() {
+					defer conn.Close()
+					conn.SetReadDeadline(time.Now().Add(liveness))
+					n, err := conn.Read(make([]byte, 1))
+					switch {
+					case n > 0:
+						err = fmt.Errorf("the rank sent %d bytes to a silent stranger", n)
+					case errors.Is(err, io.EOF) || isReset(err):
+						err = nil
+					}
+					results <- result{time.Since(start), err}
+				}()
+			}
+		}
+		// The ranks' first traffic: rank 1 connects to rank 0 behind the
+		// flood, and rank 0 to rank 1.
+		if err := h.Sweep(peer, btltest.Sizes(256<<10), liveness); err != nil {
+			return fmt.Errorf("traffic during the flood: %w", err)
+		}
+		if me == 1 {
+			var longest time.Duration
+			for i := 0; i < silent; i++ {
+				res := <-results
+				if res.err != nil {
+					return fmt.Errorf("a silent connection was not closed: %w", res.err)
+				}
+				longest = max(longest, res.alive)
+			}
+			// Accepted after waiting in the kernel's queue, each was closed
+			// within the timeout of its accept: a second of slack covers
+			// the queue.
+			if longest > timeout+time.Second {
+				return fmt.Errorf("a silent connection stayed open %v (btl_tcp_handshake_timeout %v)", longest, timeout)
+			}
+			t.Logf("longest-lived silent connection: %v", longest)
+		}
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		if me == 0 {
+			pending, peak, evicted := tcp.Handshakes(mod)
+			t.Logf("rank 0: %d pending, at most %d at once, %d closed to make room, %d refused", pending, peak, evicted, tcp.Rejected(mod))
+			if limit := 256 + len(addrs); peak > limit {
+				return fmt.Errorf("rank 0 held %d handshakes at once, more than %d", peak, limit)
+			}
+			if got := tcp.Rejected(mod); got != silent {
+				return fmt.Errorf("rank 0 refused %d connections, want %d", got, silent)
+			}
+			// The ranks' own connections, one each way, both ends in this
+			// process, are all that is left.
+			deadline := time.Now().Add(liveness)
+			for openFiles(t) > before+4 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("%d descriptors open, %d before the flood (+4 for the ranks' connections)", openFiles(t), before)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		return h.Sweep(peer, btltest.Sizes(64<<10), liveness)
+	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("btl_tcp_handshake_timeout", fmt.Sprint(timeout.Milliseconds())))
 }

@@ -85,6 +85,7 @@ import (
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
+	"github.com/gompi/gompi/rte/handshakes"
 )
 
 // Component is the tcp BTL component.
@@ -98,6 +99,7 @@ type Component struct {
 	sndbuf, rcvbuf   *params.Param
 	maxQueued        *params.Param
 	handshakeTimeout *params.Param
+	maxPending       *params.Param
 	epollThreshold   *params.Param
 }
 
@@ -133,6 +135,8 @@ func (c *Component) Register(r *mca.Registrar) {
 		Help: "Bytes that may wait in the output queue to one peer before Send reports that it has no room (flow control); one fragment is always accepted into an empty queue"})
 	c.handshakeTimeout = r.Add(params.Def{Name: "btl_tcp_handshake_timeout", Type: params.Int, Level: 5, Default: "5000", Range: &params.Range{Min: 1, Max: 600000},
 		Help: "Milliseconds allowed for connecting and for the handshake of a connection, both ways; a connection that has not completed its handshake by then is closed"})
+	c.maxPending = r.Add(params.Def{Name: "btl_tcp_max_pending_handshakes", Type: params.Int, Level: 6, Default: "256", Range: &params.Range{Min: 1, Max: 65536},
+		Help: "Accepted connections that may be waiting for their handshake at once; beyond it the oldest that has waited a sixteenth of btl_tcp_handshake_timeout (at most 250 ms) is closed, or the listener waits, so that silent strangers cannot hold the process's descriptors"})
 	c.epollThreshold = r.Add(params.Def{Name: "btl_tcp_epoll_threshold", Type: params.Int, Level: 9, Default: "4", Range: &params.Range{Min: 0, Max: 1 << 20},
 		Help: "Number of incoming connections from which Progress finds those with data with one epoll_wait rather than one read per connection; 0: never"})
 }
@@ -141,6 +145,7 @@ func (c *Component) Register(r *mca.Registrar) {
 type config struct {
 	maxQueued        int
 	handshakeTimeout time.Duration
+	maxPending       int
 	sndbuf, rcvbuf   int
 	portMin, portMax int // portMin 0: any port
 	disabledFamily   int
@@ -153,6 +158,7 @@ func (c *Component) config(b *mca.Base) (config, error) {
 	cfg := config{
 		maxQueued:        int(min(b.Get(c.maxQueued).Uint(), 1<<40)),
 		handshakeTimeout: time.Duration(b.Get(c.handshakeTimeout).Int()) * time.Millisecond,
+		maxPending:       int(b.Get(c.maxPending).Int()),
 		portMin:          int(b.Get(c.portMin).Int()),
 		disabledFamily:   int(b.Get(c.disableFamily).Int()),
 		epollMin:         int(b.Get(c.epollThreshold).Int()),
@@ -279,10 +285,10 @@ type module struct {
 	events   [64]unix.EpollEvent
 
 	inMu         sync.Mutex
-	adopt        []*inConn             // handshaken, not yet polled
-	adoptPending atomic.Bool           // adopt is not empty
-	from         map[int]bool          // ranks that have an incoming connection
-	handshaking  map[*net.TCPConn]bool // accepted, handshake under way
+	adopt        []*inConn       // handshaken, not yet polled
+	adoptPending atomic.Bool     // adopt is not empty
+	from         map[int]bool    // ranks that have an incoming connection
+	handshakes   *handshakes.Set // accepted, handshake under way
 
 	outPending atomic.Int32 // endpoints with queued output
 
@@ -318,7 +324,7 @@ func newModule(attr btl.Attributes, cfg config, rt *rte.Runtime, log *mca.Logger
 			rank: job.Rank, size: job.Size,
 		},
 		ctx: ctx, cancel: cancel, epfd: -1, wfd: -1, bell: rt.Bell(), armCh: make(chan struct{}, 1),
-		from: map[int]bool{}, handshaking: map[*net.TCPConn]bool{}, gone: map[int]bool{},
+		from: map[int]bool{}, handshakes: handshakes.New(cfg.maxPending, cfg.handshakeTimeout), gone: map[int]bool{},
 	}
 	m.chunks.New = func() any { b := make([]byte, 0, chunkSize); return &b }
 	return m
@@ -538,9 +544,7 @@ func (m *module) shutdown(graceful bool) {
 	m.inMu.Lock()
 	all := append(m.in, m.adopt...)
 	m.in, m.adopt = nil, nil
-	for c := range m.handshaking {
-		c.Close()
-	}
+	m.handshakes.Close()
 	m.inMu.Unlock()
 	for _, c := range all {
 		c.close(graceful)

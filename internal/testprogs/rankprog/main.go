@@ -10,6 +10,11 @@
 //	rankprog env VAR…              print VAR=value for each
 //	rankprog param NAME…           print NAME=value (source) for each MCA parameter
 //	rankprog stdin                 rank 0 copies standard input to standard output
+//	rankprog lost VICTIM HOW       the others tell the launcher they lost VICTIM, then fail
+//	                               (HOW: abort, or exit with code 1); VICTIM ignores SIGTERM
+//	                               and kills itself with SIGKILL 100 ms later: it is reaped
+//	                               after their failure
+//	rankprog lost VICTIM HOW alive the same, but VICTIM lives on (the others were wrong)
 package main
 
 import (
@@ -18,7 +23,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gompi/gompi/mpi"
@@ -28,6 +35,10 @@ func main() {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "rankprog: no mode")
 		os.Exit(2)
+	}
+	if os.Args[1] == "lost" && len(os.Args) > 2 && os.Getenv("PMI_RANK") == os.Args[2] {
+		// Before Init: the others may fail as soon as Init's fence is over.
+		signal.Ignore(syscall.SIGTERM)
 	}
 	inst, err := mpi.Init()
 	if err != nil {
@@ -114,6 +125,20 @@ func main() {
 			}
 			fmt.Printf("%s=%s (%s)\n", name, v, v.Source)
 		}
+	case "lost":
+		victim := arg(2)
+		if rank == victim {
+			if len(os.Args) > 4 && os.Args[4] == "alive" {
+				time.Sleep(time.Minute)
+			}
+			time.Sleep(100 * time.Millisecond)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		inst.Runtime().PeerLost(victim)
+		if os.Args[3] == "abort" {
+			inst.Abort(1)
+		}
+		os.Exit(1)
 	case "stdin":
 		if rank == 0 {
 			io.Copy(os.Stdout, os.Stdin)
