@@ -224,7 +224,11 @@ func (j *job) describe(f *failure) string {
 	if f.rank < 0 {
 		return f.how
 	}
-	line := fmt.Sprintf("rank %d (pid %d, host %s) %s", f.rank, j.ranks[f.rank].pid, j.host, f.how)
+	host := j.ranks[f.rank].host
+	if host == "" {
+		host = j.host
+	}
+	line := fmt.Sprintf("rank %d (pid %d, host %s) %s", f.rank, j.ranks[f.rank].pid, host, f.how)
 	if f.detail != "" {
 		line += ": " + f.detail
 	}

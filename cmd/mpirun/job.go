@@ -49,9 +49,11 @@ type rankState struct {
 	status      syscall.WaitStatus
 	pmiConn     net.Conn
 	served      chan struct{} // closed when the rank's PMI conversation has ended
-	abort       *event        // the rank's Abort, once the PMI server has read it
-	lost        []int         // peers the rank told mpirun it lost, in order
-	namedLost   int64         // when a peer first reported this rank lost (job.tick); 0: never
+	servedOnce  sync.Once
+	host        string // the host it runs on
+	abort       *event // the rank's Abort, once the PMI server has read it
+	lost        []int  // peers the rank told mpirun it lost, in order
+	namedLost   int64  // when a peer first reported this rank lost (job.tick); 0: never
 	// termAt and killAt are when mpirun (about to) sent the rank's group
 	// SIGTERM and SIGKILL (job.tick; 0: not): a death by one sent before
 	// the rank was reaped is mpirun's doing, not a failure.
@@ -85,6 +87,14 @@ type job struct {
 	host  string       // this host's name, in failure reports
 	clock atomic.Int64 // orders what mpirun learns (tick)
 
+	hosts     []host // where ranks run; one local host without --host
+	hostOf    []int  // each rank's host index
+	localRank []int  // each rank's place among its host's ranks
+	onHost    []int  // ranks per host
+	agent     []string
+	pmiPort   string // host:port of the PMI listener, for remote ranks
+	auth      string // the secret remote ranks present (pmi.ServerConfig.Auth)
+
 	mu     sync.Mutex
 	ranks  []*rankState
 	events chan event
@@ -102,6 +112,9 @@ func newJob(o *options, environ []string, stdin io.Reader, stdout, stderr io.Wri
 	j := &job{o: o, environ: environ, stdin: stdin, stdout: stdout, stderr: stderr,
 		events: make(chan event, 4*o.np+16), modexPuts: map[string]string{}, modexLineBytes: map[string]int64{}}
 	j.host, _ = os.Hostname()
+	if err := j.placeRanks(); err != nil {
+		return nil, err
+	}
 	if err := j.resolveProgram(); err != nil {
 		j.cleanup()
 		return nil, err
@@ -112,6 +125,47 @@ func newJob(o *options, environ []string, stdin io.Reader, stdout, stderr io.Wri
 	}
 	return j, nil
 }
+
+// placeRanks maps the ranks onto the hosts: all on this one without
+// --host or --hostfile.
+func (j *job) placeRanks() error {
+	j.hosts = j.o.hosts
+	if len(j.hosts) == 0 {
+		j.hosts = []host{{name: j.host, slots: j.o.np}}
+	}
+	short, _, _ := strings.Cut(j.host, ".")
+	for i := range j.hosts {
+		n := j.hosts[i].name
+		j.hosts[i].local = n == j.host || n == short || n == "localhost"
+	}
+	hostOf, err := mapBySlot(j.hosts, j.o.np)
+	if err != nil {
+		return err
+	}
+	j.hostOf = hostOf
+	j.onHost = make([]int, len(j.hosts))
+	j.localRank = make([]int, j.o.np)
+	for r, h := range hostOf {
+		j.localRank[r] = j.onHost[h]
+		j.onHost[h]++
+	}
+	j.agent = strings.Fields(j.o.agent)
+	return nil
+}
+
+// localRanks is how many ranks run on this machine.
+func (j *job) localRanks() int {
+	n := 0
+	for i, h := range j.hosts {
+		if h.local {
+			n += j.onHost[i]
+		}
+	}
+	return n
+}
+
+// remote reports whether some rank runs on another host.
+func (j *job) remote() bool { return j.localRanks() < j.o.np }
 
 // resolveProgram finds the executable, building a Go source directory first.
 func (j *job) resolveProgram() error {
@@ -180,11 +234,11 @@ func (j *job) planBinding() error {
 	case "none":
 		return nil
 	case "core":
-		if j.o.np > len(cpus) {
-			return fmt.Errorf("--bind-to core: %d ranks but only %d cores to bind them to; use --bind-to none", j.o.np, len(cpus))
+		if n := j.localRanks(); n > len(cpus) {
+			return fmt.Errorf("--bind-to core: %d ranks on this host but only %d cores to bind them to; use --bind-to none", n, len(cpus))
 		}
 	default:
-		if j.o.np > len(cpus) {
+		if j.localRanks() > len(cpus) {
 			return nil
 		}
 	}
@@ -202,7 +256,18 @@ func (j *job) cleanup() {
 func (j *job) rankEnv(rank int) []string {
 	drop := func(k string) bool {
 		return strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") ||
-			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv || k == rte.OversubscribedEnv || k == JobIDEnv
+			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv || k == rte.OversubscribedEnv || k == JobIDEnv ||
+			k == pmi.AuthEnv || k == params.EnvPrefix+agentParam
+	}
+	h := j.hostOf[rank]
+	remote := !j.hosts[h].local
+	if remote {
+		// As ssh and Open MPI do: a remote rank gets what gompi needs and
+		// what the user asked for, not mpirun's whole environment.
+		inner := drop
+		drop = func(k string) bool {
+			return inner(k) || !(strings.HasPrefix(k, params.EnvPrefix) || strings.HasPrefix(k, "GOMPI_") || k == "GOMAXPROCS")
+		}
 	}
 	set := map[string]string{}
 	var order []string
@@ -230,19 +295,31 @@ func (j *job) rankEnv(rank int) []string {
 	}
 	n := strconv.Itoa(j.o.np)
 	r := strconv.Itoa(rank)
-	put("PMI_FD", "3")
-	put("PMI_RANK", r)
-	put("PMI_SIZE", n)
+	if remote {
+		put("PMI_PORT", j.pmiPort)
+		put("PMI_ID", r)
+	} else {
+		put("PMI_FD", "3")
+		put("PMI_RANK", r)
+		put("PMI_SIZE", n)
+	}
+	if len(j.hosts) > 1 || remote {
+		// The node is the host the rank was placed on, never a guess from
+		// what it can reach.
+		put("PMI_HOSTNAME", j.hosts[h].name)
+	}
 	put("OMPI_COMM_WORLD_RANK", r)
 	put("OMPI_COMM_WORLD_SIZE", n)
-	put("OMPI_COMM_WORLD_LOCAL_RANK", r)
-	put("OMPI_COMM_WORLD_LOCAL_SIZE", n)
+	put("OMPI_COMM_WORLD_LOCAL_RANK", strconv.Itoa(j.localRank[rank]))
+	put("OMPI_COMM_WORLD_LOCAL_SIZE", strconv.Itoa(j.onHost[h]))
 	// The job's id, which names its files in /dev/shm (gompi-<id>-…).
 	put(JobIDEnv, j.jobID)
 	// Whether waiting ranks must give their core away: more ranks on this
 	// node than cores mpirun may use.
 	over := "0"
-	if j.o.np > j.cores {
+	if remote {
+		// Another host's cores are its ranks' to count.
+	} else if j.localRanks() > j.cores {
 		over = "1"
 		// And the Go runtime of each rank runs on one thread at a time:
 		// with a processor per core in every rank, idle processors spin
@@ -253,7 +330,9 @@ func (j *job) rankEnv(rank int) []string {
 			put("GOMAXPROCS", "1")
 		}
 	}
-	put(rte.OversubscribedEnv, over)
+	if !remote {
+		put(rte.OversubscribedEnv, over)
+	}
 	out := make([]string, len(order))
 	for i, k := range order {
 		out[i] = k + "=" + set[k]
@@ -281,7 +360,11 @@ func (j *job) run() int {
 		j.logf("%v", err)
 		return 1
 	}
-	j.startServer()
+	if err := j.startServer(); err != nil {
+		j.logf("%v", err)
+		j.finishWatchdog()
+		return 1
+	}
 
 	var stdin0 io.WriteCloser
 	var outputs sync.WaitGroup
@@ -413,6 +496,9 @@ func (j *job) run() int {
 	// them; a rank that died before that leaves one behind, so remove what
 	// is left of the job's.
 	shmem.RemoveJobFiles(j.jobID)
+	if j.remote() {
+		j.cleanRemote()
+	}
 	if j.o.reportModex {
 		j.reportModex()
 	}
@@ -497,20 +583,27 @@ func (j *job) markExited(rank int, ws syscall.WaitStatus) *rankState {
 	return rs
 }
 
-// startServer makes the job's PMI server.
-func (j *job) startServer() {
+// startServer makes the job's PMI server, and its TCP listener when ranks
+// run on other hosts.
+func (j *job) startServer() error {
 	var idb [4]byte
 	rand.Read(idb[:])
 	var cookie [rte.CookieLen]byte
 	rand.Read(cookie[:])
 	j.jobID = hex.EncodeToString(idb[:])
+	if j.remote() {
+		var secret [16]byte
+		rand.Read(secret[:])
+		j.auth = hex.EncodeToString(secret[:])
+	}
 	j.srv = pmi.NewServer(pmi.ServerConfig{
 		KVSName: rte.KVSPrefix + j.jobID,
 		Size:    j.o.np,
 		Preput: map[string]string{
 			rte.CookieKey:         hex.EncodeToString(cookie[:]),
-			rte.ProcessMappingKey: rte.FormatMapping(make([]int, j.o.np)),
+			rte.ProcessMappingKey: rte.FormatMapping(j.hostOf),
 		},
+		Auth: j.auth,
 		Events: pmi.Events{
 			Init:     func(r int) { j.mu.Lock(); j.ranks[r].initialized = true; j.mu.Unlock() },
 			Finalize: func(r int) { j.mu.Lock(); j.ranks[r].finalized = true; j.mu.Unlock() },
@@ -522,7 +615,13 @@ func (j *job) startServer() {
 				j.events <- ev
 			},
 			PeerLost: j.peerLost,
-			Error:    func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
+			Ended: func(r int) {
+				j.mu.Lock()
+				rs := j.ranks[r]
+				j.mu.Unlock()
+				rs.servedOnce.Do(func() { close(rs.served) })
+			},
+			Error: func(r int, err error) { j.events <- event{kind: "pmi-error", rank: r, msg: err.Error()} },
 			Put: func(r int, key, value string, n int) {
 				if !j.o.reportModex || !strings.HasPrefix(key, "m") {
 					return
@@ -534,12 +633,26 @@ func (j *job) startServer() {
 			},
 		},
 	})
+	if !j.remote() {
+		return nil
+	}
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return fmt.Errorf("listening for remote ranks' PMI connections: %w", err)
+	}
+	// Remote ranks reach mpirun by its host name, as Hydra's proxies do.
+	j.pmiPort = net.JoinHostPort(j.host, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	go j.srv.ServeListener(ln, pmi.ListenConfig{})
+	return nil
 }
 
 // startRank starts one rank in its own process group, bound to its core,
 // with its PMI socket as fd 3. It returns the write end of its stdin for
 // rank 0.
 func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, error) {
+	if h := j.hosts[j.hostOf[rank]]; !h.local {
+		return j.startRemote(rank, h.name, outputs)
+	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("socketpair: %w", err)
@@ -574,7 +687,7 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 		}
 		cmd.Stdin = stdinR
 	}
-	rs := &rankState{rank: rank, cmd: cmd, pmiConn: conn, served: make(chan struct{})}
+	rs := &rankState{rank: rank, cmd: cmd, pmiConn: conn, served: make(chan struct{}), host: j.host}
 	j.mu.Lock()
 	j.ranks = append(j.ranks, rs)
 	j.mu.Unlock()
@@ -604,7 +717,7 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 
 	go func() {
 		j.srv.Serve(rank, conn)
-		close(rs.served)
+		rs.servedOnce.Do(func() { close(rs.served) })
 	}()
 	outputs.Add(2)
 	go j.forward(rank, outR, j.stdout, outputs)

@@ -30,9 +30,11 @@ import (
 
 const usage = `Usage: mpirun [options] program [args...]
 
-Starts a gompi job on this host.
+Starts a gompi job on this host, or on several.
 
-  -np, -n <N>               number of ranks (required, at least 1)
+  -np, -n <N>               number of ranks (at least 1; default with --host/--hostfile: all their slots)
+  --host, -H <h[:n],...>    hosts to run on, each with n slots (default 1); ranks fill the slots in order
+  --hostfile <file>         hosts from a file, one per line: "name [slots=N]" ('#' comments)
   --mca <name> <value>      set an MCA parameter in every rank (command-line source)
   -x <VAR>[=<value>]        export VAR (with value, or mpirun's own) to every rank
   --bind-to core|none       bind each rank to one core (default: core when ranks <= cores)
@@ -46,12 +48,24 @@ Starts a gompi job on this host.
   --version                 print the version and exit
   -h, --help                print this help and exit
 
+Ranks on another host than this one are started through the launch agent,
+--mca plm_rsh_agent "<command>" (default ssh), as "<command> <host> <command
+line>"; they find mpirun's PMI server over TCP (PMI_PORT, mpirun's host name)
+and present the job's secret, and receive only the gompi and OMPI_MCA_
+variables, -x ones and GOMAXPROCS, not mpirun's whole environment (as with
+Open MPI). The program's path and the working directory must be the same on
+every host.
+
 A program that is a directory of Go source is built with 'go build' first.
 Each rank gets PMI_FD, PMI_RANK, PMI_SIZE, OMPI_COMM_WORLD_RANK,
 OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE;
 --mca name value arrives as OMPI_MCA_name=value with
 OMPI_MCA_SOURCE_name=command line. Standard input goes to rank 0.
 `
+
+// agentParam names the command that starts ranks on other hosts; it is
+// called with the host and the command line, as ssh is.
+const agentParam = "plm_rsh_agent"
 
 // options are mpirun's parsed command line.
 type options struct {
@@ -62,7 +76,9 @@ type options struct {
 	tagOutput     bool
 	timeout       float64 // seconds; 0 = none
 	reportModex   bool
-	recovery      bool // --enable-recovery
+	recovery      bool   // --enable-recovery
+	hosts         []host // --host, --hostfile; none: every rank on this host
+	agent         string // plm_rsh_agent: how ranks are started on other hosts
 	program       string
 	args          []string
 	help, version bool
@@ -142,6 +158,26 @@ func parseArgs(args []string, env map[string]string) (*options, error) {
 				}
 			}
 			o.export = append(o.export, k+"="+val)
+		case "host", "H":
+			v, err := value()
+			if err != nil {
+				return nil, err
+			}
+			if o.hosts, err = parseHostList(o.hosts, v); err != nil {
+				return nil, err
+			}
+		case "hostfile", "machinefile", "default-hostfile":
+			v, err := value()
+			if err != nil {
+				return nil, err
+			}
+			hs, err := readHostfile(v)
+			if err != nil {
+				return nil, err
+			}
+			for _, h := range hs {
+				o.hosts = addHost(o.hosts, h.name, h.slots)
+			}
 		case "bind-to":
 			v, err := value()
 			if err != nil {
@@ -179,8 +215,30 @@ func parseArgs(args []string, env map[string]string) (*options, error) {
 	if o.help || o.version {
 		return o, nil
 	}
+	// plm_rsh_agent is mpirun's own parameter, as in Open MPI: it is read
+	// here and not passed to the ranks.
+	o.agent = "ssh"
+	if v, ok := env[params.EnvPrefix+agentParam]; ok && v != "" {
+		o.agent = v
+	}
+	for i, s := range o.mca {
+		if s.Name == agentParam {
+			o.agent = s.Value
+			o.mca = append(o.mca[:i:i], o.mca[i+1:]...)
+			break
+		}
+	}
+	if len(strings.Fields(o.agent)) == 0 {
+		return nil, usagef("%s is empty: give the command that runs a command on a host, like ssh", agentParam)
+	}
+	if o.np < 0 && len(o.hosts) > 0 {
+		for _, h := range o.hosts {
+			o.np += h.slots
+		}
+		o.np++ // from -1
+	}
 	if o.np < 0 {
-		return nil, usagef("no number of ranks: give -np N")
+		return nil, usagef("no number of ranks: give -np N (or --host/--hostfile, whose slots it then fills)")
 	}
 	if o.program == "" {
 		return nil, usagef("no program to run")

@@ -22,11 +22,12 @@ import (
 
 // The tests run the real mpirun binary on real processes. TestMain builds
 // mpirun and the test program rankprog once.
-var bin struct{ mpirun, rankprog, hello string }
+var bin struct{ mpirun, rankprog, hello, bench string }
 
 func TestMain(m *testing.M) {
 	testutil.Main(m, "mpirun-test-", map[*string]string{
-		&bin.mpirun: ".", &bin.rankprog: "../../internal/testprogs/rankprog", &bin.hello: "../../examples/hello"})
+		&bin.mpirun: ".", &bin.rankprog: "../../internal/testprogs/rankprog", &bin.hello: "../../examples/hello",
+		&bin.bench: "../gompi-bench"})
 }
 
 func startJob(t *testing.T, stdin io.Reader, env []string, args ...string) *testutil.Proc {

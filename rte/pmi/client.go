@@ -87,7 +87,7 @@ func Dial(env map[string]string, o ClientOptions) (*Client, error) {
 			return nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: PMI_PORT=%s: %w", port, err)
 		}
 		c := newClient(conn, o)
-		if err := c.initack(env["PMI_ID"]); err != nil {
+		if err := c.initack(env["PMI_ID"], env[AuthEnv]); err != nil {
 			conn.Close()
 			return nil, err
 		}
@@ -230,10 +230,18 @@ func (c *Client) call(req Command, want string) (Command, error) {
 	return resp, rcError(resp, req.Name)
 }
 
-func (c *Client) initack(id string) error {
+// AuthEnv is the variable through which gompi's mpirun gives a remote rank
+// the job's secret, which its initack presents (ServerConfig.Auth).
+const AuthEnv = "GOMPI_PMI_AUTH"
+
+func (c *Client) initack(id, auth string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.send(Cmd("initack", "pmiid", id)); err != nil {
+	req := Cmd("initack", "pmiid", id)
+	if auth != "" {
+		req = Cmd("initack", "pmiid", id, "auth", auth)
+	}
+	if err := c.send(req); err != nil {
 		return err
 	}
 	resp, err := c.receive()

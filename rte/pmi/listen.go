@@ -2,6 +2,7 @@ package pmi
 
 import (
 	"bufio"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -21,8 +22,9 @@ import (
 // server is reachable by anyone who can connect, so that a stranger's
 // connection must not hold it: one that has not presented its initack
 // within the handshake timeout is closed, and those waiting are bounded
-// (package handshakes). PMI-1 has no secret: any client that names a rank
-// not yet connected becomes that rank.
+// (package handshakes). PMI-1 has no secret; gompi adds one: with
+// ServerConfig.Auth set, the initack must carry "auth=<secret>" (gompi's
+// mpirun gives it to remote ranks), and a client without it is refused.
 
 // DefaultHandshakeTimeout is how long a PMI_PORT client has to present its
 // initack when ListenConfig does not say.
@@ -113,6 +115,9 @@ func (s *Server) initack(conn net.Conn, hs *handshakes.Set) {
 		conn.SetDeadline(time.Time{})
 		s.Serve(rank, bufferedConn{r, conn})
 		s.release(rank)
+		if s.cfg.Events.Ended != nil {
+			s.cfg.Events.Ended(rank)
+		}
 		return
 	}
 	if rank >= 0 {
@@ -130,9 +135,12 @@ func (s *Server) readInitack(conn net.Conn) (int, *bufio.Reader, error) {
 	if err != nil {
 		return -1, nil, fmt.Errorf("pmi: reading the initack: %w", err)
 	}
-	rank, err := ParseInitack(string(line[:len(line)-1]), s.cfg.Size)
+	rank, auth, err := ParseInitack(string(line[:len(line)-1]), s.cfg.Size)
 	if err != nil {
 		return -1, nil, err
+	}
+	if s.cfg.Auth != "" && subtle.ConstantTimeCompare([]byte(auth), []byte(s.cfg.Auth)) != 1 {
+		return -1, nil, mpierr.Errorf(mpierr.ErrIntern, "pmi: initack for rank %d without the job's secret", rank)
 	}
 	s.mu.Lock()
 	taken := s.ported[rank] || s.shutdown
@@ -174,17 +182,19 @@ func (s *Server) ListenStats() (pending, peak int, evicted, rejected int64) {
 }
 
 // ParseInitack reads the first line of a PMI_PORT client,
-// "cmd=initack pmiid=<rank>", and returns the rank, which must be in
-// 0..size-1. Errors carry mpierr.ErrIntern.
-func ParseInitack(line string, size int) (int, error) {
+// "cmd=initack pmiid=<rank> [auth=<secret>]", and returns the rank, which
+// must be in 0..size-1, and the secret ("" when absent). Errors carry
+// mpierr.ErrIntern.
+func ParseInitack(line string, size int) (rank int, auth string, err error) {
 	cmd, err := ParseLine(line)
 	if err != nil {
-		return -1, err
+		return -1, "", err
 	}
 	id, _ := cmd.Get("pmiid")
-	rank, err := strconv.Atoi(id)
+	rank, err = strconv.Atoi(id)
 	if cmd.Name != "initack" || err != nil || rank < 0 || rank >= size || strconv.Itoa(rank) != id {
-		return -1, mpierr.Errorf(mpierr.ErrIntern, "pmi: expected cmd=initack pmiid=<0..%d>, got %q", size-1, abbreviate(line))
+		return -1, "", mpierr.Errorf(mpierr.ErrIntern, "pmi: expected cmd=initack pmiid=<0..%d>, got %q", size-1, abbreviate(line))
 	}
-	return rank, nil
+	auth, _ = cmd.Get("auth")
+	return rank, auth, nil
 }

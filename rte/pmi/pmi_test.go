@@ -1467,7 +1467,7 @@ func FuzzParseInitack(f *testing.F) {
 		f.Add(s, 4)
 	}
 	f.Fuzz(func(t *testing.T, line string, size int) {
-		rank, err := ParseInitack(line, size)
+		rank, _, err := ParseInitack(line, size)
 		if err != nil {
 			if !errors.Is(err, mpierr.ErrIntern) {
 				t.Fatalf("ParseInitack(%q) error %v lacks ErrIntern", line, err)
@@ -1478,4 +1478,49 @@ func FuzzParseInitack(f *testing.F) {
 			t.Fatalf("ParseInitack(%q, %d) = %d", line, size, rank)
 		}
 	})
+}
+
+// TestListenerAuth: with a secret set, an initack without it, or with
+// another, is refused — even for a rank nobody holds yet — and the rank
+// remains free for the client that has it; that client runs its job.
+func TestListenerAuth(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Skipf("no TCP loopback: %v", err)
+	}
+	srv := NewServer(ServerConfig{KVSName: testKVS, Size: 1, Auth: "s3cret"})
+	go srv.ServeListener(ln, ListenConfig{HandshakeTimeout: time.Second})
+	defer srv.Shutdown()
+	addr := ln.Addr().String()
+	for _, hello := range []string{"cmd=initack pmiid=0\n", "cmd=initack pmiid=0 auth=guess\n"} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Write([]byte(hello))
+		conn.SetReadDeadline(time.Now().Add(liveness))
+		if n, err := conn.Read(make([]byte, 64)); n > 0 || err == nil || os.IsTimeout(err) {
+			t.Errorf("%q: read %d bytes, %v; want the connection closed", hello, n, err)
+		}
+		conn.Close()
+	}
+	if _, _, _, rejected := srv.ListenStats(); rejected != 2 {
+		t.Errorf("%d refused, want 2", rejected)
+	}
+	c, err := Dial(map[string]string{"PMI_PORT": addr, "PMI_ID": "0", AuthEnv: "s3cret"}, ClientOptions{})
+	if err != nil {
+		t.Fatalf("the client with the secret: %v", err)
+	}
+	if err := c.Put("k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Barrier(); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok, err := c.Get("k"); err != nil || !ok || v != "v" {
+		t.Errorf("get: %q %v %v", v, ok, err)
+	}
+	if err := c.Finalize(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -40,6 +40,9 @@ type Events struct {
 	// Error is called when a rank breaks the protocol; its connection is
 	// then closed.
 	Error func(rank int, err error)
+	// Ended is called when the conversation of a rank served from a
+	// listener (ServeListener) ends, for whatever reason.
+	Ended func(rank int)
 }
 
 // ServerConfig describes the job a server serves.
@@ -52,6 +55,11 @@ type ServerConfig struct {
 	// Preput are keys present from the start (PMI_process_mapping, the job
 	// cookie).
 	Preput map[string]string
+	// Auth, when set, is the secret a PMI_PORT client must present in its
+	// initack ("auth=<secret>", from GOMPI_PMI_AUTH): a listening server is
+	// reachable by anyone who can connect, and without it any client that
+	// names a free rank would become that rank.
+	Auth   string
 	Events Events
 }
 

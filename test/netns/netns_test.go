@@ -1,0 +1,195 @@
+// Package netns runs gompi jobs across simulated hosts: network namespaces
+// made by setup.sh, each with its own interfaces, host name, IPC space and
+// /dev/shm, joined by a bridge; agent.sh runs a command on one as ssh would.
+// The tests need root and iproute2, and skip without them.
+package netns
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/internal/testutil"
+)
+
+// A prefix and a subnet of their own, so that a cluster someone made by
+// hand with the defaults is left alone.
+const (
+	prefix = "gompit"
+	subnet = "10.251.9"
+)
+
+var bin struct{ mpirun, ring, bench string }
+
+func TestMain(m *testing.M) {
+	testutil.Main(m, "netns-test-", map[*string]string{
+		&bin.mpirun: "../../cmd/mpirun", &bin.ring: "../../examples/ring", &bin.bench: "../../cmd/gompi-bench",
+	})
+}
+
+func script(name string) string {
+	p, _ := filepath.Abs(name)
+	return p
+}
+
+func env() []string {
+	return append(os.Environ(), "NETNS_PREFIX="+prefix, "NETNS_NET="+subnet)
+}
+
+// hosts makes the simulated hosts a and b for the test and removes them
+// when it ends, whatever happened.
+func hosts(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("needs iproute2's ip")
+	}
+	probe := fmt.Sprintf("%s-probe%d", prefix, os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", probe).CombinedOutput(); err != nil {
+		t.Skipf("ip netns add is refused here: %v: %s", err, out)
+	}
+	exec.Command("ip", "netns", "del", probe).Run()
+	teardown := func() {
+		cmd := exec.Command(script("teardown.sh"))
+		cmd.Env = env()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("teardown.sh: %v\n%s", err, out)
+		}
+	}
+	teardown()
+	t.Cleanup(teardown)
+	cmd := exec.Command(script("setup.sh"), "a", "b")
+	cmd.Env = env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("setup.sh: %v\n%s", err, out)
+	}
+}
+
+var btlLine = regexp.MustCompile(`using btl for peer: rank=(\d) btl=(\w+) peer=(\d)`)
+
+// checkTransports asserts, from the ranks' verbose BTL lines, self for a
+// rank itself, shm between ranks of one host and tcp across hosts; hostOf
+// gives each rank's host.
+func checkTransports(t *testing.T, stderr string, hostOf []int) {
+	t.Helper()
+	lines := btlLine.FindAllStringSubmatch(stderr, -1)
+	if len(lines) != len(hostOf)*len(hostOf) {
+		t.Fatalf("%d verbose BTL lines, want %d:\n%s", len(lines), len(hostOf)*len(hostOf), stderr)
+	}
+	for _, m := range lines {
+		r, _ := strconv.Atoi(m[1])
+		p, _ := strconv.Atoi(m[3])
+		want := "tcp"
+		switch {
+		case r == p:
+			want = "self"
+		case hostOf[r] == hostOf[p]:
+			want = "shm"
+		}
+		if m[2] != want {
+			t.Errorf("rank %d reaches rank %d by %s, want %s", r, p, m[2], want)
+		}
+	}
+}
+
+func run(t *testing.T, limit time.Duration, name string, args ...string) (string, string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(env(), "OMPI_MCA_btl_base_verbose=40")
+	p := testutil.Start(t, cmd)
+	p.Wait(t, limit)
+	if p.Code != 0 {
+		t.Fatalf("%s %s: status %d\nstdout:\n%s\nstderr:\n%s", name, strings.Join(args, " "), p.Code, p.Stdout, p.Stderr)
+	}
+	if !strings.Contains(p.Stdout.String(), "token went around 4 ranks") {
+		t.Errorf("the token did not go round:\n%s", p.Stdout)
+	}
+	return p.Stdout.String(), p.Stderr.String()
+}
+
+// gompi's mpirun, in this machine's namespace, starts two ranks on each
+// host through the agent; ranks find each other, shm within a host, tcp
+// across.
+func TestMpirunTwoHosts(t *testing.T) {
+	hosts(t)
+	_, stderr := run(t, 60*time.Second, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2", bin.ring)
+	checkTransports(t, stderr, []int{0, 0, 1, 1})
+}
+
+// MPICH's Hydra starts the same program on the two hosts through the agent
+// (PMI-1 from its proxies): the same choice of transports.
+func TestHydraTwoHosts(t *testing.T) {
+	if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
+		t.Skip("needs MPICH's mpiexec.mpich (apt-get install mpich)")
+	}
+	hosts(t)
+	_, stderr := run(t, 60*time.Second, "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", script("agent.sh"),
+		"-hosts", "a:2,b:2", "-n", "4", bin.ring)
+	checkTransports(t, stderr, []int{0, 0, 1, 1})
+}
+
+// kill -9 of a rank on host b ends the job on both hosts within 3 s, with
+// a non-zero status and a first line that names the rank and the host; no
+// process is left on either host, and no file in their /dev/shm.
+func TestKillRankOnOtherHost(t *testing.T) {
+	hosts(t)
+	cmd := exec.Command(bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2",
+		bin.bench, "idle", "--in", "barrier", "--loops", "100000000000")
+	cmd.Env = env()
+	job := testutil.Start(t, cmd)
+	var victim int
+	for deadline := time.Now().Add(30 * time.Second); victim == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no rank on host b after 30 s\nstderr:\n%s", job.Stderr)
+		}
+		out, _ := exec.Command("ip", "netns", "pids", prefix+"-b").Output()
+		for _, f := range strings.Fields(string(out)) {
+			pid, _ := strconv.Atoi(f)
+			if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err == nil && exe == bin.bench {
+				victim = pid
+				break
+			}
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // into the barrier
+	killed := time.Now()
+	if err := exec.Command("kill", "-9", strconv.Itoa(victim)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	job.Wait(t, 10*time.Second)
+	if took := time.Since(killed); took > 3*time.Second {
+		t.Errorf("the job ended %v after the kill, want within 3 s", took)
+	}
+	if job.Code == 0 {
+		t.Errorf("mpirun exited 0 after a rank was killed")
+	}
+	first, _, _ := strings.Cut(job.Stderr.String(), "\n")
+	if want := regexp.MustCompile(`^mpirun: rank [23] \(pid ` + strconv.Itoa(victim) + `, host b\) exited on signal 9`); !want.MatchString(first) {
+		t.Errorf("first line %q does not name the killed rank on host b\nstderr:\n%s", first, job.Stderr)
+	}
+	for _, h := range []string{"a", "b"} {
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			out, _ := exec.Command("ip", "netns", "pids", prefix+"-"+h).Output()
+			if len(strings.TrimSpace(string(out))) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("processes left on host %s: %s", h, out)
+				break
+			}
+		}
+		files, _ := filepath.Glob(filepath.Join("/run", prefix+"-netns-hosts", "shm", h, "*"))
+		if len(files) > 0 {
+			t.Errorf("files left in host %s's /dev/shm: %v", h, files)
+		}
+	}
+	t.Logf("ended %v after the kill: %s", time.Since(killed), first)
+}
