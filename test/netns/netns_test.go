@@ -137,12 +137,37 @@ func TestHydraTwoHosts(t *testing.T) {
 }
 
 // kill -9 of a rank on host b ends the job on both hosts within 3 s, with
-// a non-zero status and a first line that names the rank and the host; no
-// process is left on either host, and no file in their /dev/shm.
+// a non-zero status and a report that names the rank's pid and host b (for
+// gompi's mpirun, its first line); no process is left on either host, and
+// no file in their /dev/shm. Under gompi's mpirun and under Hydra.
 func TestKillRankOnOtherHost(t *testing.T) {
+	idle := []string{bin.bench, "idle", "--in", "barrier", "--loops", "100000000000"}
+	t.Run("mpirun", func(t *testing.T) {
+		args := append([]string{"--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2"}, idle...)
+		killOnB(t, exec.Command(bin.mpirun, args...), func(victim int, stderr string) error {
+			first, _, _ := strings.Cut(stderr, "\n")
+			if !regexp.MustCompile(`^mpirun: rank [23] \(pid ` + strconv.Itoa(victim) + `, host b\) exited on signal 9`).MatchString(first) {
+				return fmt.Errorf("first line %q does not name the killed rank on host b", first)
+			}
+			return nil
+		})
+	})
+	t.Run("hydra", func(t *testing.T) {
+		if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
+			t.Skip("needs MPICH's mpiexec.mpich (apt-get install mpich)")
+		}
+		args := append([]string{"-launcher", "ssh", "-launcher-exec", script("agent.sh"), "-hosts", "a:2,b:2", "-n", "4"}, idle...)
+		killOnB(t, exec.Command("mpiexec.mpich", args...), func(victim int, out string) error {
+			if !strings.Contains(out, fmt.Sprintf("PID %d RUNNING AT b", victim)) {
+				return fmt.Errorf("Hydra's report does not name pid %d on host b", victim)
+			}
+			return nil
+		})
+	})
+}
+
+func killOnB(t *testing.T, cmd *exec.Cmd, named func(victim int, report string) error) {
 	hosts(t)
-	cmd := exec.Command(bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2",
-		bin.bench, "idle", "--in", "barrier", "--loops", "100000000000")
 	cmd.Env = env()
 	job := testutil.Start(t, cmd)
 	var victim int
@@ -169,11 +194,10 @@ func TestKillRankOnOtherHost(t *testing.T) {
 		t.Errorf("the job ended %v after the kill, want within 3 s", took)
 	}
 	if job.Code == 0 {
-		t.Errorf("mpirun exited 0 after a rank was killed")
+		t.Errorf("the launcher exited 0 after a rank was killed")
 	}
-	first, _, _ := strings.Cut(job.Stderr.String(), "\n")
-	if want := regexp.MustCompile(`^mpirun: rank [23] \(pid ` + strconv.Itoa(victim) + `, host b\) exited on signal 9`); !want.MatchString(first) {
-		t.Errorf("first line %q does not name the killed rank on host b\nstderr:\n%s", first, job.Stderr)
+	if err := named(victim, job.Stderr.String()+job.Stdout.String()); err != nil {
+		t.Errorf("%v\nstdout:\n%s\nstderr:\n%s", err, job.Stdout, job.Stderr)
 	}
 	for _, h := range []string{"a", "b"} {
 		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
@@ -191,5 +215,5 @@ func TestKillRankOnOtherHost(t *testing.T) {
 			t.Errorf("files left in host %s's /dev/shm: %v", h, files)
 		}
 	}
-	t.Logf("ended %v after the kill: %s", time.Since(killed), first)
+	t.Logf("ended %v after the kill of pid %d on host b (status %d)", time.Since(killed), victim, job.Code)
 }
