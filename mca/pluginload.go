@@ -124,12 +124,13 @@ func (c *Catalog) loadPlugins(src params.Sources, root hclog.Logger) error {
 	timeout := time.Duration(pre.Get(timeoutParam).Int()) * time.Second
 	verboseParam, _ := c.reg.Lookup("mca_base_verbose")
 	log := root.Named("mca").Named("plugin")
-	// Below component verbosity the loader's own report (Skipped) says
-	// all; go-plugin's chatter and a failed plugin's stderr stay quiet.
+	// The first instance goes on with the processes the loader started, so
+	// their logger keeps the plugins' warnings; the loader's report
+	// (Skipped) says why a plugin failed.
 	if v := int(pre.Get(verboseParam).Int()); v >= VerboseComponent {
 		log.SetLevel(hclogLevel(v))
 	} else {
-		log.SetLevel(hclog.Off)
+		log.SetLevel(hclog.Warn)
 	}
 	c.skipped = load(c, dirs, timeout, log)
 	return nil

@@ -64,6 +64,21 @@ type Handle struct {
 	Path string
 	Desc *Description
 	api  int // the handshake's protocol version: the framework's API major
+
+	// spare is the process that described the plugin, kept for the first
+	// instance that opens it (a start costs milliseconds); stopped if none
+	// takes it within the plugin timeout.
+	mu    sync.Mutex
+	spare *Process
+}
+
+// takeSpare returns the process kept from the description, if any.
+func (h *Handle) takeSpare() *Process {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.spare
+	h.spare = nil
+	return p
 }
 
 // fileName is gompi-<framework>-<component>.
@@ -82,6 +97,7 @@ func load(cat *mca.Catalog, dirs []string, timeout time.Duration, log hclog.Logg
 		api                   int
 		adapt                 Adapter
 		desc                  *Description
+		proc                  *Process
 		err                   error
 	}
 	var cands []*candidate
@@ -129,7 +145,7 @@ func load(cat *mca.Catalog, dirs []string, timeout time.Duration, log hclog.Logg
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.desc, c.err = describe(c.path, c.framework, c.name, c.api, timeout, log)
+			c.desc, c.proc, c.err = describe(c.path, c.framework, c.name, c.api, timeout, log)
 		}()
 	}
 	wg.Wait()
@@ -138,14 +154,21 @@ func load(cat *mca.Catalog, dirs []string, timeout time.Duration, log hclog.Logg
 			skip(c.path, "%v", c.err)
 			continue
 		}
-		comp, err := c.adapt(&Handle{Path: c.path, Desc: c.desc, api: c.api})
+		h := &Handle{Path: c.path, Desc: c.desc, api: c.api, spare: c.proc}
+		comp, err := c.adapt(h)
 		if err == nil {
 			err = cat.RegisterPlugin(comp, c.path)
 		}
 		if err != nil {
+			c.proc.Stop()
 			skip(c.path, "%v", err)
 			continue
 		}
+		time.AfterFunc(timeout, func() {
+			if p := h.takeSpare(); p != nil {
+				p.Stop()
+			}
+		})
 		log.Debug("plugin registered", "path", c.path, "component", c.desc.String())
 	}
 	return skipped
@@ -169,18 +192,24 @@ func checkFile(path string) string {
 	return ""
 }
 
-// describe starts a plugin, asks for its description and stops it.
-func describe(path, framework, name string, api int, timeout time.Duration, log hclog.Logger) (*Description, error) {
+// describe starts a plugin and asks for its description; the process is
+// returned running when the description is good, and stopped otherwise.
+func describe(path, framework, name string, api int, timeout time.Duration, log hclog.Logger) (*Description, *Process, error) {
 	p, err := start(path, framework, api, timeout, log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer p.Stop()
 	b, err := p.call("Describe", nil)
 	if err != nil {
-		return nil, err
+		p.Stop()
+		return nil, nil, err
 	}
-	return ParseDescription(b, framework, name)
+	d, err := ParseDescription(b, framework, name)
+	if err != nil {
+		p.Stop()
+		return nil, nil, err
+	}
+	return d, p, nil
 }
 
 // Process is a running plugin, spoken to through go-plugin.
@@ -199,10 +228,19 @@ type Process struct {
 // its parameters.
 func (h *Handle) Start(b *mca.Base) (*Process, error) {
 	timeout := time.Duration(b.Lookup(mca.PluginTimeoutName).Int()) * time.Second
-	log := b.Logger("mca").HCLog().Named("plugin")
-	p, err := start(h.Path, h.Desc.Framework, h.api, timeout, log)
-	if err != nil {
-		return nil, err
+	p := h.takeSpare()
+	if p != nil && p.client.Exited() {
+		p.Stop()
+		p = nil
+	}
+	if p != nil {
+		p.timeout = timeout
+	} else {
+		log := b.Logger("mca").HCLog().Named("plugin")
+		var err error
+		if p, err = start(h.Path, h.Desc.Framework, h.api, timeout, log); err != nil {
+			return nil, err
+		}
 	}
 	req := openRequest{Params: map[string]string{}}
 	for _, d := range h.Desc.Params {
