@@ -174,16 +174,15 @@ func (j *job) remoteCommand(rank int) string {
 func (j *job) startRemote(rank int, hostName string, outputs *sync.WaitGroup) (io.WriteCloser, error) {
 	args := append(append([]string(nil), j.agent[1:]...), hostName, j.remoteCommand(rank))
 	cmd := exec.Command(j.agent[0], args...)
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
+	outR, outW, errR, errW, err := outputPipes()
 	if err != nil {
 		return nil, err
 	}
 	inR, inW, err := os.Pipe()
 	if err != nil {
+		for _, f := range []*os.File{outR, outW, errR, errW} {
+			f.Close()
+		}
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
@@ -208,15 +207,7 @@ func (j *job) startRemote(rank int, hostName string, outputs *sync.WaitGroup) (i
 	j.mu.Unlock()
 	j.registerGroup(rs.pid)
 	io.WriteString(inW, j.auth+"\n")
-	outputs.Add(2)
-	go j.forward(rank, outR, j.stdout, outputs)
-	go j.forward(rank, errR, j.stderr, outputs)
-	go func() {
-		cmd.Wait()
-		at := j.tick()
-		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		j.events <- event{kind: "exit", rank: rank, status: ws, at: at}
-	}()
+	j.watch(rank, cmd, outR, errR, outputs)
 	if rank == 0 {
 		return inW, nil
 	}

@@ -665,12 +665,10 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 		childPMI.Close()
 		return nil, err
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, errR, errW, err := outputPipes()
 	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
+		childPMI.Close()
+		conn.Close()
 		return nil, err
 	}
 	cmd := exec.Command(j.program, j.o.args...)
@@ -719,6 +717,12 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 		j.srv.Serve(rank, conn)
 		rs.servedOnce.Do(func() { close(rs.served) })
 	}()
+	j.watch(rank, cmd, outR, errR, outputs)
+	return stdinW, nil
+}
+
+// watch forwards a started rank's output and reports its exit.
+func (j *job) watch(rank int, cmd *exec.Cmd, outR, errR *os.File, outputs *sync.WaitGroup) {
 	outputs.Add(2)
 	go j.forward(rank, outR, j.stdout, outputs)
 	go j.forward(rank, errR, j.stderr, outputs)
@@ -728,7 +732,18 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 		ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		j.events <- event{kind: "exit", rank: rank, status: ws, at: at}
 	}()
-	return stdinW, nil
+}
+
+// outputPipes makes the pipes of a rank's standard output and error.
+func outputPipes() (outR, outW, errR, errW *os.File, err error) {
+	if outR, outW, err = os.Pipe(); err != nil {
+		return
+	}
+	if errR, errW, err = os.Pipe(); err != nil {
+		outR.Close()
+		outW.Close()
+	}
+	return
 }
 
 // startOn starts cmd on a thread bound to cpu, so that the child (and every

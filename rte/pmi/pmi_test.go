@@ -1354,16 +1354,7 @@ func TestListenerStrangers(t *testing.T) {
 	// Strangers that speak: each is refused at once.
 	for _, hello := range []string{"GET / HTTP/1.0\r\n\r\n", "cmd=init pmi_version=1\n", "cmd=initack pmiid=9\n",
 		"cmd=initack pmiid=x\n", "cmd=initack\n", strings.Repeat("x", 4096) + "\n"} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.Write([]byte(hello))
-		conn.SetReadDeadline(time.Now().Add(liveness))
-		if n, err := conn.Read(make([]byte, 64)); n > 0 || err == nil || os.IsTimeout(err) {
-			t.Errorf("%.20q: read %d bytes, %v; want the connection closed", hello, n, err)
-		}
-		conn.Close()
+		expectRefused(t, addr, hello)
 	}
 
 	type result struct {
@@ -1493,16 +1484,7 @@ func TestListenerAuth(t *testing.T) {
 	defer srv.Shutdown()
 	addr := ln.Addr().String()
 	for _, hello := range []string{"cmd=initack pmiid=0\n", "cmd=initack pmiid=0 auth=guess\n"} {
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn.Write([]byte(hello))
-		conn.SetReadDeadline(time.Now().Add(liveness))
-		if n, err := conn.Read(make([]byte, 64)); n > 0 || err == nil || os.IsTimeout(err) {
-			t.Errorf("%q: read %d bytes, %v; want the connection closed", hello, n, err)
-		}
-		conn.Close()
+		expectRefused(t, addr, hello)
 	}
 	if _, _, _, rejected := srv.ListenStats(); rejected != 2 {
 		t.Errorf("%d refused, want 2", rejected)
@@ -1522,5 +1504,21 @@ func TestListenerAuth(t *testing.T) {
 	}
 	if err := c.Finalize(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// expectRefused says hello to a listening server and expects the
+// connection closed without a byte in answer.
+func expectRefused(t *testing.T, addr, hello string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.Write([]byte(hello))
+	conn.SetReadDeadline(time.Now().Add(liveness))
+	if n, err := conn.Read(make([]byte, 64)); n > 0 || err == nil || os.IsTimeout(err) {
+		t.Errorf("%.20q: read %d bytes, %v; want the connection closed", hello, n, err)
 	}
 }
