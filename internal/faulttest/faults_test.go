@@ -157,7 +157,7 @@ func summary(name string, rs []round) string {
 		return fmt.Sprintf("%-16s %6d", name, 0)
 	}
 	sort.Slice(ends, func(i, j int) bool { return ends[i] < ends[j] })
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000) }
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 	return fmt.Sprintf("%-16s %6d %10s %10s %10s %12d %8d", name, len(rs), ms(ends[0]), ms(ends[len(ends)/2]), ms(ends[len(ends)-1]), named, failed)
 }
 
@@ -199,10 +199,19 @@ func killRound(t *testing.T, phase, btl string, maxDelay time.Duration, cpus []i
 			return r
 		}
 	}
+	// mpirun starts the ranks one after the other: the victim may say
+	// where it is before the last one exists, and every one of them must
+	// be seen to be checked for afterwards.
 	groups := rankGroups(t, j.Cmd.Process.Pid)
+	for len(groups) < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+		groups = rankGroups(t, j.Cmd.Process.Pid)
+	}
 	time.Sleep(time.Duration(rand.Int64N(int64(maxDelay) + 1)))
-	syscall.Kill(pid, syscall.SIGKILL)
+	// The clock starts before the kill: on a loaded machine this goroutine
+	// may not run again until the job is over.
 	killed := time.Now()
+	syscall.Kill(pid, syscall.SIGKILL)
 	select {
 	case <-j.Done:
 		r.end = time.Since(killed)
