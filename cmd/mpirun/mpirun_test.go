@@ -456,9 +456,17 @@ func TestWatchdogWatched(t *testing.T) {
 	if got, want := strings.TrimRight(string(cmdline), "\x00"), fmt.Sprintf("mpirun [watchdog of %d]", mpirunPid); got != want {
 		t.Errorf("watchdog's command line %q, want %q", got, want)
 	}
-	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", first))
-	if got := strings.TrimSpace(string(comm)); got != "mpirun-watchdog" {
-		t.Errorf("watchdog's comm %q, want mpirun-watchdog", got)
+	// The watchdog renames its main thread as it starts.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", first))
+		got := strings.TrimSpace(string(comm))
+		if got == "mpirun-watchdog" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("watchdog's comm %q, want mpirun-watchdog", got)
+			break
+		}
 	}
 
 	syscall.Kill(first, syscall.SIGKILL)

@@ -97,6 +97,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		useRDMA:  b.Get(c.useRDMA).Bool(),
 		pipeline: max(1, int(b.Get(c.pipeline).Uint())),
 		dump:     b.Get(c.stats).Bool(),
+		tellLost: env.Runtime.PeerLost,
 		llpOf:    make([]llp.Module, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
 		sends:    map[uint64]*sendReq{},
@@ -164,6 +165,10 @@ type module struct {
 	useRDMA  bool
 	pipeline int
 	dump     bool
+	// tellLost tells the run-time environment of a lost peer
+	// (rte.Runtime.PeerLost), so that the launcher can tell a failure of
+	// this process that follows from its cause.
+	tellLost func(world int)
 
 	llpOf []llp.Module // per world rank: its LLP, nil when none
 	llps  []llp.Module // the modules in use, for progress
@@ -372,9 +377,20 @@ func (m *module) sendCtl(world int, typ byte, hdr []byte) {
 	default:
 		// The peer is lost or the transport broke: the requests on that
 		// peer fail through peerLost; nothing else to do here.
+		m.noteLost(world, err)
 		if m.log.V(mca.VerboseWarn) {
 			m.log.Log(mca.VerboseWarn, "control message not sent", "peer", world, "type", typ, "error", err)
 		}
+	}
+}
+
+// noteLost tells the run-time environment at once when err, a transport's
+// answer about world, says the peer is lost: the transport's own report
+// comes with a later Progress, and the caller may fail (and abort) before
+// that. It takes no lock of ob1's.
+func (m *module) noteLost(world int, err error) {
+	if err != nil && m.tellLost != nil && errors.Is(err, btl.ErrPeerLost) {
+		m.tellLost(world)
 	}
 }
 

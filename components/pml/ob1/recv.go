@@ -138,6 +138,7 @@ func (m *module) runAction(a *action) {
 		}
 		if !errors.Is(err, btl.ErrNoRDMA) {
 			// Not a refusal: the read failed. Release the sender and fail.
+			m.noteLost(a.world, err)
 			var b [finLen]byte
 			m.sendCtl(a.world, hdrFin, putFin(b[:], a.srcReq))
 			r.st.Count = 0

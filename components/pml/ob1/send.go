@@ -76,6 +76,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 			}
 			if err != llp.ErrNotAvailable && !errors.Is(err, llp.ErrNotAvailable) {
 				sp.mu.Unlock()
+				m.noteLost(w, err)
 				return fmt.Errorf("ob1: send to rank %d by the llp: %w", dst, err)
 			}
 			m.nLLPFallbacks.Add(1)
@@ -93,6 +94,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 				}
 				if !isWouldBlock(err) {
 					sp.mu.Unlock()
+					m.noteLost(w, err)
 					return fmt.Errorf("ob1: send to rank %d: %w", dst, err)
 				}
 			}
@@ -286,6 +288,7 @@ func (m *module) first(r *sendReq) bool {
 		return false
 	}
 	if err != nil {
+		m.noteLost(r.world, err)
 		m.unregister(r)
 		r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
 	}
@@ -379,6 +382,7 @@ func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 			return sent, false
 		}
 		if err != nil {
+			m.noteLost(r.world, err)
 			if m.unregister(r) {
 				r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
 			}
