@@ -117,7 +117,7 @@ func (c *Catalog) loadPlugins(src params.Sources, root hclog.Logger) error {
 	}
 	if load == nil {
 		return mpierr.Errorf(mpierr.ErrUnsupportedParam,
-			"%s = %q (source: %s): this program cannot load plugins (it does not link github.com/gompi/gompi/mca/plugin)",
+			"%s = %q (source: %s): this program cannot load plugins (it was built with -tags gompi_noplugins, or without github.com/gompi/gompi/mca/plugin)",
 			ComponentPathName, path.Str(), path.Source)
 	}
 	timeoutParam, _ := c.reg.Lookup(PluginTimeoutName)

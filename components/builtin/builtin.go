@@ -18,8 +18,6 @@ import (
 	pmlob1 "github.com/gompi/gompi/components/pml/ob1"
 	_ "github.com/gompi/gompi/frameworks/btl"
 	_ "github.com/gompi/gompi/frameworks/coll"
-	// Coll plugins (go-plugin binaries on mca_base_component_path).
-	_ "github.com/gompi/gompi/frameworks/coll/collplugin"
 	_ "github.com/gompi/gompi/frameworks/group"
 	_ "github.com/gompi/gompi/frameworks/llp"
 	_ "github.com/gompi/gompi/frameworks/pml"
