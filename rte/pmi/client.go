@@ -353,9 +353,11 @@ func (c *Client) Get(key string) (value string, found bool, err error) {
 		return "", false, err
 	}
 	if err := rcError(resp, "get"); err != nil {
-		// A miss: Hydra answers rc=-1 msg=key_<k>_not_found. Anything else
-		// (an unknown KVS, say) is an error.
-		if msg, _ := resp.Get("msg"); strings.HasSuffix(msg, "not_found") {
+		// A miss: Hydra answers rc=-1 msg=key_<k>_not_found, Slurm's PMI-1
+		// (srun --mpi=pmi2 with GOMPI_PMI=1) a bare rc=1. Anything else (an
+		// unknown KVS, say) is an error.
+		msg, hasMsg := resp.Get("msg")
+		if strings.HasSuffix(msg, "not_found") || !hasMsg {
 			return "", false, nil
 		}
 		return "", false, err
