@@ -31,7 +31,7 @@ func TestStartPMI2(t *testing.T) {
 		}
 		s.Start(rank, stepd)
 		env := []string{fmt.Sprintf("PMI_FD=%d", task), fmt.Sprintf("PMI_RANK=%d", rank), fmt.Sprintf("PMI_SIZE=%d", n),
-			"PMI_JOBID=42.0", "SLURM_MPI_TYPE=pmi2", "PMI_HOSTNAME=node0"}
+			"PMI_JOBID=42.0", "SLURM_MPI_TYPE=pmi2", "SLURMD_NODENAME=n1"}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -41,7 +41,7 @@ func TestStartPMI2(t *testing.T) {
 					return err
 				}
 				j := rt.Job()
-				if j.Rank != rank || j.Size != n || j.Singleton || j.LocalSize != n || j.LocalRank != rank || j.NodeIndex != 0 {
+				if j.Rank != rank || j.Size != n || j.Singleton || j.LocalSize != n || j.LocalRank != rank || j.NodeIndex != 0 || j.Node != "n1" {
 					return fmt.Errorf("job %+v", *j)
 				}
 				cookies[rank] = j.Cookie

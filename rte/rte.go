@@ -254,7 +254,12 @@ func (rt *Runtime) identify(env map[string]string) error {
 	if err := rt.cookie(); err != nil {
 		return err
 	}
+	// Hydra names the node in PMI_HOSTNAME, Slurm in SLURMD_NODENAME (which
+	// differs from the host name when one host runs several slurmd).
 	j.Node = env["PMI_HOSTNAME"]
+	if j.Node == "" {
+		j.Node = env["SLURMD_NODENAME"]
+	}
 	if j.Node == "" {
 		host, err := os.Hostname()
 		if err != nil {

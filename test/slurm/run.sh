@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts gompi programs with Slurm's srun --mpi=pmi2 on a one-node Slurm that
-# this script brings up on this machine, checks their output, and stops the
-# daemons it started, also on failure.
+# this script brings up on this machine, then on a Slurm of two nodes that
+# are both this host, checks their output, and stops the daemons it started,
+# also on failure.
 #
 #   sudo test/slurm/run.sh            (from anywhere; CI runs it as root)
 #
@@ -51,15 +52,21 @@ plugdir=$(dirname "$(find /usr/lib -name mpi_pmi2.so -path '*slurm*' 2>/dev/null
 dir=$(mktemp -d /tmp/gompi-slurm.XXXXXX)
 pids=()
 failed=0
-cleanup() {
-  # Stop only the daemons this script started, by pid, then wait for them.
+# stop_cluster stops only the daemons this script started, by pid, and
+# waits for them.
+stop_cluster() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
   for pid in "${pids[@]}"; do
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     kill -9 "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
   done
+  pids=()
+}
+cleanup() {
+  stop_cluster
   if [ "$failed" != 0 ]; then
-    for f in "$dir"/log/*.log; do [ -f "$f" ] && { echo "--- $f (last lines)"; tail -20 "$f"; }; done
+    for f in "$dir"/cluster*/log/*.log; do [ -f "$f" ] && { echo "--- $f (last lines)"; tail -20 "$f"; }; done
   fi
   rm -rf "$dir"
 }
@@ -74,53 +81,74 @@ say "building the examples"
 host=$(hostname -s)
 hw=$(slurmd -C 2>/dev/null | head -1 | sed -E 's/^NodeName=[^ ]+ //; s/ *UpTime=.*//')
 [ -n "$hw" ] || hw="CPUs=$(nproc)"
-mkdir -p "$dir"/state "$dir"/spool "$dir"/log
-export SLURM_CONF=$dir/slurm.conf
-cat >"$SLURM_CONF" <<EOF
-ClusterName=gompitest
-SlurmctldHost=$host
-SlurmctldPort=$CTLD_PORT
-SlurmdPort=$SLURMD_PORT
-AuthType=auth/none
-CredType=cred/none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-MpiDefault=none
-ReturnToService=2
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
-SlurmctldLogFile=$dir/log/slurmctld.log
-SlurmdLogFile=$dir/log/slurmd.log
-SlurmdDebug=debug
-NodeName=$host $hw State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4
-EOF
+export SLURM_CONF
 
-say "starting slurmctld and slurmd ($SLURM_CONF)"
-slurmctld -D -f "$SLURM_CONF" >"$dir/log/slurmctld.out" 2>&1 &
-pids+=($!)
-slurmd -D -f "$SLURM_CONF" >"$dir/log/slurmd.out" 2>&1 &
-pids+=($!)
-state=
-for _ in $(seq 300); do
-  state=$(timeout 5 sinfo -h -o %T 2>/dev/null)
-  [ "$state" = idle ] && break
-  for pid in "${pids[@]}"; do
-    kill -0 "$pid" 2>/dev/null || { failed=1; cat "$dir"/log/*.out; say "FAIL: a Slurm daemon exited at start (see above)"; exit 1; }
+# start_cluster 1|2: a cluster of this host as one node, or as two nodes n1
+# and n2 (two slurmd on one host, one CPU each: Debian builds Slurm with
+# MULTIPLE_SLURMD), each cluster with a fresh state directory.
+start_cluster() {
+  local n=$1 c=$dir/cluster$1 node states=
+  mkdir -p "$c"/state "$c"/log
+  SLURM_CONF=$c/slurm.conf
+  {
+    echo "ClusterName=gompitest"
+    echo "SlurmctldHost=$host"
+    echo "SlurmctldPort=$CTLD_PORT"
+    echo "AuthType=auth/none"
+    echo "CredType=cred/none"
+    echo "ProctrackType=proctrack/linuxproc"
+    echo "TaskPlugin=task/none"
+    echo "SelectType=select/cons_tres"
+    echo "SelectTypeParameters=CR_Core"
+    echo "MpiDefault=none"
+    echo "ReturnToService=2"
+    echo "StateSaveLocation=$c/state"
+    echo "SlurmctldPidFile=$c/slurmctld.pid"
+    echo "SlurmctldLogFile=$c/log/slurmctld.log"
+    echo "SlurmdDebug=debug"
+    if [ "$n" = 1 ]; then
+      echo "SlurmdPort=$SLURMD_PORT"
+      echo "SlurmdSpoolDir=$c/spool"
+      echo "SlurmdPidFile=$c/slurmd.pid"
+      echo "SlurmdLogFile=$c/log/slurmd.log"
+      echo "NodeName=$host $hw State=UNKNOWN"
+    else
+      echo "SlurmdSpoolDir=$c/spool/%n"
+      echo "SlurmdPidFile=$c/slurmd-%n.pid"
+      echo "SlurmdLogFile=$c/log/slurmd-%n.log"
+      echo "NodeName=n[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_PORT-$((SLURMD_PORT + 1))] CPUs=1 RealMemory=1000 State=UNKNOWN"
+    fi
+    echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
+  } >"$SLURM_CONF"
+  mkdir -p "$c"/spool/n1 "$c"/spool/n2 # slurmd does not create the parent of %n
+  say "starting slurmctld and $n slurmd ($SLURM_CONF)"
+  slurmctld -D -f "$SLURM_CONF" >"$c/log/slurmctld.out" 2>&1 &
+  pids+=($!)
+  if [ "$n" = 1 ]; then
+    slurmd -D -f "$SLURM_CONF" >"$c/log/slurmd.out" 2>&1 &
+    pids+=($!)
+  else
+    for node in n1 n2; do
+      slurmd -D -N "$node" -f "$SLURM_CONF" >"$c/log/slurmd-$node.out" 2>&1 &
+      pids+=($!)
+    done
+  fi
+  for _ in $(seq 300); do
+    states=$(timeout 5 sinfo -h -N -o %T 2>/dev/null | sort | uniq -c | xargs)
+    [ "$states" = "$n idle" ] && break
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null || { failed=1; cat "$c"/log/*.out; say "FAIL: a Slurm daemon exited at start (see above)"; exit 1; }
+    done
+    sleep 0.1
   done
-  sleep 0.1
-done
-if [ "$state" != idle ]; then
-  failed=1
-  cat "$dir"/log/*.out
-  say "FAIL: the node did not become idle within 30 s (state: ${state:-none})"
-  exit 1
-fi
-say "node $host idle: $(sinfo -h -o '%N %c CPUs %T')"
+  if [ "$states" != "$n idle" ]; then
+    failed=1
+    cat "$c"/log/*.out
+    say "FAIL: the nodes did not become idle within 30 s (states: ${states:-none})"
+    exit 1
+  fi
+  say "idle: $(sinfo -h -N -o '%N (%c CPUs)' | xargs)"
+}
 
 # run NAME EXPECTED-STATUS SRUN-ARGS…: srun under a timeout; output in $out.
 # A task that fails ends the step at once (--kill-on-bad-exit) unless kob is
@@ -163,6 +191,8 @@ expect() { # NAME PATTERN: a line of $out must match the extended regexp
     failed=1
   fi
 }
+
+start_cluster 1
 
 # The token goes round 4 ranks: rank r (r>0) gets value r-1 from r-1, rank 0
 # gets 3 from rank 3.
@@ -216,13 +246,37 @@ fi
 
 # Which wire each step spoke, from slurmstepd's log: PMI-2 for ring,
 # collectives, hello and abort, PMI-1 for the GOMPI_PMI=1 run.
-v2=$(grep -c 'got client PMI1 init, version=2.0' "$dir/log/slurmd.log")
-v1=$(grep -c 'got client PMI1 init, version=1.1' "$dir/log/slurmd.log")
+v2=$(grep -c 'got client PMI1 init, version=2.0' "$dir/cluster1/log/slurmd.log")
+v1=$(grep -c 'got client PMI1 init, version=1.1' "$dir/cluster1/log/slurmd.log")
 say "slurmstepd: $v2 steps spoke PMI-2, $v1 PMI-1"
 if [ "$v2" != 4 ] || [ "$v1" != 1 ]; then
   say "FAIL: want 4 steps on PMI-2 and 1 on PMI-1"
   failed=1
 fi
+
+stop_cluster
+
+# Two Slurm nodes on this host: the block layout puts ranks 0-1 on n1 and
+# 2-3 on n2 (PMI_process_mapping (vector,(0,2,2))), so the modex has a
+# leader per node, ranks of different nodes talk over TCP, and the fence
+# goes from one stepd to the other through srun.
+start_cluster 2
+if run ring-2nodes ok -O --mpi=pmi2 -N 2 -n 4 "$dir/bin/ring"; then
+  for r in 1 2 3; do expect ring-2nodes "^rank $r received the token \(value $((r - 1))\) from rank $((r - 1))\$"; done
+  expect ring-2nodes '^token went around 4 ranks$'
+fi
+if run collectives-2nodes ok -O --mpi=pmi2 -N 2 -n 4 "$dir/bin/collectives"; then
+  for r in 0 1 2 3; do expect collectives-2nodes "^rank $r: sum 6; "; done
+fi
+if run hello-2nodes ok -O --mpi=pmi2 -N 2 -n 4 "$dir/bin/hello"; then
+  for r in 0 1; do expect hello-2nodes "^hello from rank $r of 4 on n1\$"; done
+  for r in 2 3; do expect hello-2nodes "^hello from rank $r of 4 on n2\$"; done
+fi
+for node in n1 n2; do
+  v2=$(grep -c 'got client PMI1 init, version=2.0' "$dir/cluster2/log/slurmd-$node.log")
+  say "slurmstepd on $node: $v2 steps spoke PMI-2"
+  [ "$v2" = 3 ] || { say "FAIL: want 3 steps on PMI-2 on $node"; failed=1; }
+done
 
 if [ "$failed" = 0 ]; then
   say "PASS: srun --mpi=pmi2 runs gompi programs"
