@@ -50,8 +50,8 @@ type Client struct {
 	Version int
 
 	// pending holds PMI-2 puts since the last fence (guarded by mu): a
-	// PMI-2 server shows a pair to nobody, its putter included, before the
-	// fence, and PMI-1 servers show it to the putter at once.
+	// PMI-2 server (Slurm's) shows a pair to nobody, its putter included,
+	// before the fence; gompi's PMI-1 server shows it at once.
 	pending map[string]string
 }
 
@@ -320,9 +320,11 @@ func (c *Client) handshake() error {
 }
 
 // Put stores a key-value pair in the job's KVS; it becomes visible to the
-// other processes after the next Barrier. Keys and values must be shorter
-// than the server's keylen_max and vallen_max: Hydra's limits count the
-// terminating NUL of a C string.
+// other processes after the next Barrier, and to this one at once. Keys and
+// values must be shorter than the server's keylen_max and vallen_max:
+// Hydra's limits count the terminating NUL of a C string. Over PMI-2 keys
+// may have 64 bytes and values 1024, neither may hold ';' (nor a key '='),
+// and job attributes (PMI_*, universeSize) cannot be put.
 func (c *Client) Put(key, value string) error {
 	if c.Version == 2 {
 		return c.put2(key, value)
