@@ -1,13 +1,15 @@
 // Package rte is gompi's run-time environment: who this process is in its
-// job, the connection to the process manager (PMI-1), the modex through
-// which components exchange their business cards, and abort.
+// job, the connection to the process manager (PMI-1 or PMI-2), the modex
+// through which components exchange their business cards, and abort.
 //
 // A process finds its launcher in its environment: PMI_FD or PMI_PORT (gompi's
-// mpirun, MPICH's mpiexec, or anything else that speaks PMI-1). With neither,
-// it is a singleton, rank 0 of 1, served by an in-process PMI server so that
-// every path is the same. Started by a launcher gompi cannot speak to (Open
-// MPI's mpirun sets OMPI_COMM_WORLD_SIZE but no PMI), it fails rather than
-// run as one of many unrelated singletons.
+// mpirun, MPICH's mpiexec, or anything else that speaks PMI-1; srun
+// --mpi=pmi2, whose PMI-2 pmi.WireVersion recognises). With neither, it is a
+// singleton, rank 0 of 1, served by an in-process PMI server so that every
+// path is the same. Started by a launcher gompi cannot speak to (Open MPI's
+// mpirun sets OMPI_COMM_WORLD_SIZE but no PMI; srun without --mpi=pmi2 starts
+// several tasks without one), it fails rather than run as one of many
+// unrelated singletons.
 package rte
 
 import (
@@ -148,7 +150,7 @@ func Start(o Options) (*Runtime, error) {
 		rt.pmi, err = pmi.Dial(env, copts)
 		if err == pmi.ErrNoPMI {
 			if foreign := foreignLauncher(env); foreign != "" {
-				return nil, fmt.Errorf("%w: %s is set but there is no PMI_FD or PMI_PORT; start gompi programs with gompi's mpirun (go run ./cmd/mpirun -np N prog) or MPICH's mpiexec",
+				return nil, fmt.Errorf("%w: %s is set but there is no PMI_FD or PMI_PORT; start gompi programs with gompi's mpirun (go run ./cmd/mpirun -np N prog), MPICH's mpiexec or srun --mpi=pmi2",
 					ErrForeignLauncher, foreign)
 			}
 			rt.pmi, rt.singleton, err = startSingleton()
@@ -175,12 +177,18 @@ func Start(o Options) (*Runtime, error) {
 	return rt, nil
 }
 
-// foreignLauncher names the variable that betrays a launcher without PMI-1.
+// foreignLauncher names the variable that betrays a launcher without a PMI
+// gompi speaks.
 func foreignLauncher(env map[string]string) string {
 	for _, k := range []string{"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMIX_NAMESPACE"} {
 		if _, ok := env[k]; ok {
 			return k
 		}
+	}
+	// srun with --mpi=none (Slurm's default) or pmix: a step of several
+	// tasks. One task alone may run as a singleton.
+	if v := env["SLURM_STEP_NUM_TASKS"]; v != "" && v != "1" && v != "0" {
+		return "SLURM_STEP_NUM_TASKS=" + v
 	}
 	return ""
 }
@@ -246,7 +254,12 @@ func (rt *Runtime) identify(env map[string]string) error {
 	if err := rt.cookie(); err != nil {
 		return err
 	}
+	// Hydra names the node in PMI_HOSTNAME, Slurm in SLURMD_NODENAME (which
+	// differs from the host name when one host runs several slurmd).
 	j.Node = env["PMI_HOSTNAME"]
+	if j.Node == "" {
+		j.Node = env["SLURMD_NODENAME"]
+	}
 	if j.Node == "" {
 		host, err := os.Hostname()
 		if err != nil {

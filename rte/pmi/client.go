@@ -23,9 +23,10 @@ var ErrNoPMI = errors.New("pmi: no PMI_FD or PMI_PORT in the environment")
 // the server closed.
 var ErrLost = mpierr.Errorf(mpierr.ErrProcAborted, "pmi: connection to the process manager lost")
 
-// Client is one process's connection to its PMI server. Requests are
-// serialised: PMI-1 has one outstanding request per connection. A reader
-// goroutine notices at once when the server goes away, even between requests.
+// Client is one process's connection to its PMI server, over PMI-1 or
+// PMI-2 (Version). Requests are serialised: both wires have one outstanding
+// request per connection here. A reader goroutine notices at once when the
+// server goes away, even between requests.
 type Client struct {
 	conn io.ReadWriteCloser
 	mu   sync.Mutex // one request at a time
@@ -45,6 +46,13 @@ type Client struct {
 	KVSName string
 	// MaxKey and MaxValue are the server's limits on key and value lengths.
 	MaxKey, MaxValue int
+	// Version is the wire spoken: 1 (PMI-1) or 2 (PMI-2).
+	Version int
+
+	// pending holds PMI-2 puts since the last fence (guarded by mu): a
+	// PMI-2 server (Slurm's) shows a pair to nobody, its putter included,
+	// before the fence; gompi's PMI-1 server shows it at once.
+	pending map[string]string
 }
 
 // ClientOptions tune a client.
@@ -62,8 +70,16 @@ type ClientOptions struct {
 // Dial connects as the environment says: PMI_FD (an inherited, connected
 // socket; rank and size from PMI_RANK and PMI_SIZE) or PMI_PORT (host:port,
 // with the initack handshake presenting PMI_ID). It returns ErrNoPMI when
-// neither is set.
+// neither is set. The wire is PMI-1 unless WireVersion says PMI-2, which
+// needs PMI_FD.
 func Dial(env map[string]string, o ClientOptions) (*Client, error) {
+	version, err := WireVersion(env)
+	if err != nil {
+		return nil, err
+	}
+	if version == 2 {
+		return dial2(env, o)
+	}
 	if fdText, ok := env["PMI_FD"]; ok {
 		fd, err := strconv.Atoi(fdText)
 		if err != nil || fd < 0 {
@@ -132,8 +148,9 @@ func NewClient(conn io.ReadWriteCloser, rank, size int, o ClientOptions) (*Clien
 }
 
 func newClient(conn io.ReadWriteCloser, o ClientOptions) *Client {
-	c := &Client{conn: conn, lines: make(chan string, 4), lost: make(chan struct{})}
-	go c.read(o.OnLost, o.OnProcFailed)
+	c := &Client{conn: conn, lines: make(chan string, 4), lost: make(chan struct{}), Version: 1}
+	r := bufio.NewReaderSize(conn, 64<<10)
+	go c.read(func() (string, error) { return readLine(r) }, o.OnLost, o.OnProcFailed)
 	return c
 }
 
@@ -141,17 +158,18 @@ func newClient(conn io.ReadWriteCloser, o ClientOptions) *Client {
 // never the answer to a request.
 const procFailedPrefix = "cmd=proc_failed "
 
-// read delivers lines to requests and notices the end of the connection.
-func (c *Client) read(onLost func(error), onFailed func(rank int)) {
-	r := bufio.NewReaderSize(c.conn, 64<<10)
+// read delivers lines (PMI-1) or frame bodies (PMI-2), as next returns
+// them, to requests, and notices the end of the connection.
+func (c *Client) read(next func() (string, error), onLost func(error), onFailed func(rank int)) {
 	var err error
 	for {
 		var line string
-		line, err = readLine(r)
+		line, err = next()
 		if err != nil {
 			break
 		}
-		if strings.HasPrefix(line, procFailedPrefix) {
+		// Only gompi's PMI-1 server sends notices outside requests.
+		if c.Version == 1 && strings.HasPrefix(line, procFailedPrefix) {
 			if rank, ok := ParseProcFailed(line); ok && onFailed != nil {
 				onFailed(rank)
 			}
@@ -200,13 +218,17 @@ func (c *Client) send(cmd Command) error {
 }
 
 func (c *Client) receive() (Command, error) {
+	parse := ParseLine
+	if c.Version == 2 {
+		parse = ParseFrame
+	}
 	select {
 	case line := <-c.lines:
-		return ParseLine(line)
+		return parse(line)
 	case <-c.lost:
 		select { // a line that arrived just before the end still counts
 		case line := <-c.lines:
-			return ParseLine(line)
+			return parse(line)
 		default:
 		}
 		return Command{}, fmt.Errorf("pmi: %v: %w", c.lostErr, ErrLost)
@@ -306,10 +328,15 @@ func (c *Client) handshake() error {
 }
 
 // Put stores a key-value pair in the job's KVS; it becomes visible to the
-// other processes after the next Barrier. Keys and values must be shorter
-// than the server's keylen_max and vallen_max: Hydra's limits count the
-// terminating NUL of a C string.
+// other processes after the next Barrier, and to this one at once. Keys and
+// values must be shorter than the server's keylen_max and vallen_max:
+// Hydra's limits count the terminating NUL of a C string. Over PMI-2 keys
+// may have 64 bytes and values 1024, neither may hold ';' (nor a key '='),
+// and job attributes (PMI_*, universeSize) cannot be put.
 func (c *Client) Put(key, value string) error {
+	if c.Version == 2 {
+		return c.put2(key, value)
+	}
 	if len(key) >= c.MaxKey || len(value) >= c.MaxValue {
 		return mpierr.Errorf(mpierr.ErrArg, "pmi: put of key %q (%d bytes) and a value of %d bytes: the server takes keys under %d and values under %d bytes",
 			key, len(key), len(value), c.MaxKey, c.MaxValue)
@@ -320,6 +347,9 @@ func (c *Client) Put(key, value string) error {
 
 // Get fetches a key; found is false when the server does not have it.
 func (c *Client) Get(key string) (value string, found bool, err error) {
+	if c.Version == 2 {
+		return c.get2(key)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.send(Cmd("get", "kvsname", c.KVSName, "key", key)); err != nil {
@@ -333,9 +363,11 @@ func (c *Client) Get(key string) (value string, found bool, err error) {
 		return "", false, err
 	}
 	if err := rcError(resp, "get"); err != nil {
-		// A miss: Hydra answers rc=-1 msg=key_<k>_not_found. Anything else
-		// (an unknown KVS, say) is an error.
-		if msg, _ := resp.Get("msg"); strings.HasSuffix(msg, "not_found") {
+		// A miss: Hydra answers rc=-1 msg=key_<k>_not_found, Slurm's PMI-1
+		// (srun --mpi=pmi2 with GOMPI_PMI=1) a bare rc=1. Anything else (an
+		// unknown KVS, say) is an error.
+		msg, hasMsg := resp.Get("msg")
+		if strings.HasSuffix(msg, "not_found") || !hasMsg {
 			return "", false, nil
 		}
 		return "", false, err
@@ -346,6 +378,9 @@ func (c *Client) Get(key string) (value string, found bool, err error) {
 
 // Barrier waits until every process of the job has entered it.
 func (c *Client) Barrier() error {
+	if c.Version == 2 {
+		return c.fence2()
+	}
 	_, err := c.call(Cmd("barrier_in"), "barrier_out")
 	return err
 }
@@ -354,7 +389,12 @@ func (c *Client) Barrier() error {
 // connection is expected and OnLost is not called.
 func (c *Client) Finalize() error {
 	c.finalized.Store(true)
-	_, err := c.call(Cmd("finalize"), "finalize_ack")
+	var err error
+	if c.Version == 2 {
+		_, err = c.call2(Cmd("finalize"), "finalize-response")
+	} else {
+		_, err = c.call(Cmd("finalize"), "finalize_ack")
+	}
 	c.conn.Close()
 	return err
 }
@@ -368,8 +408,14 @@ func (c *Client) Finalize() error {
 // gave up, as "lost=0,2": gompi's mpirun then reports the abort as a
 // consequence of their failure. Send it only to gompi's own server (other
 // servers are not known to ignore unknown keys).
+//
+// Over PMI-2 the abort carries the message only: the wire has no exit code
+// and lost is not sent (Slurm cancels the whole step either way).
 func (c *Client) Abort(code int, msg string, lost ...int) error {
 	c.finalized.Store(true) // the end of the connection is expected now
+	if c.Version == 2 {
+		return c.abort2(msg)
+	}
 	cmd := Cmd("abort", "exitcode", strconv.Itoa(code), "message", msg)
 	if len(lost) > 0 {
 		cmd.Args = append(cmd.Args, Arg{"lost", FormatRankList(lost)})
@@ -381,8 +427,12 @@ func (c *Client) Abort(code int, msg string, lost ...int) error {
 // no answer, that this process has lost its connection to rank R: gompi's
 // mpirun then knows that a failure of this process that follows is a
 // consequence of R's. Only gompi's own server knows the command; it may be
-// sent while a request waits for its answer.
+// sent while a request waits for its answer. Over PMI-2 it sends nothing:
+// Slurm never answers a command it does not know, and logs each one.
 func (c *Client) PeerLost(rank int) error {
+	if c.Version == 2 {
+		return nil
+	}
 	return c.send(Cmd("peer_lost", "rank", strconv.Itoa(rank)))
 }
 

@@ -1522,3 +1522,38 @@ func expectRefused(t *testing.T, addr, hello string) {
 		t.Errorf("%.20q: read %d bytes, %v; want the connection closed", hello, n, err)
 	}
 }
+
+// TestClientSlurmPMI1: Slurm's pmi2 plugin also serves PMI-1 (GOMPI_PMI=1
+// under srun --mpi=pmi2), with rc first and a bare rc=1 for a missing key
+// (shared/reference/slurm-pmi2.md); a failure that says why stays an error.
+func TestClientSlurmPMI1(t *testing.T) {
+	pairs := [][2]string{
+		{"cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1"},
+		{"cmd=get_maxes", "cmd=maxes rc=0 kvsname_max=256 keylen_max=64 vallen_max=1024"},
+		{"cmd=get_appnum", "cmd=appnum rc=0 appnum=-1"},
+		{"cmd=get_my_kvsname", "cmd=my_kvsname rc=0 kvsname=6.0"},
+		{"cmd=get kvsname=6.0 key=PMI_process_mapping", "cmd=get_result rc=0 value=(vector,(0,1,2))"},
+		{"cmd=get kvsname=6.0 key=gompi-cookie", "cmd=get_result rc=1"},
+		{"cmd=get kvsname=6.0 key=x", "cmd=get_result rc=-1 msg=unknown_kvsname"},
+	}
+	cc, sc := socketPair(t)
+	h := &scriptedHydra{}
+	go h.serve(sc, pairs)
+	c, err := NewClient(cc, 0, 2, ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.KVSName != "6.0" || c.Appnum != -1 || c.MaxValue != 1024 {
+		t.Errorf("kvsname %q appnum %d maxvalue %d", c.KVSName, c.Appnum, c.MaxValue)
+	}
+	if v, found, err := c.Get("PMI_process_mapping"); err != nil || !found || v != "(vector,(0,1,2))" {
+		t.Errorf("Get(PMI_process_mapping) = %q, %v, %v", v, found, err)
+	}
+	if v, found, err := c.Get("gompi-cookie"); err != nil || found {
+		t.Errorf("Get of a missing key = %q, %v, %v; want a miss without error", v, found, err)
+	}
+	if _, _, err := c.Get("x"); err == nil || !strings.Contains(err.Error(), "unknown_kvsname") {
+		t.Errorf("Get with a failure that says why = %v, want an error", err)
+	}
+}

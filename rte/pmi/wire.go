@@ -1,6 +1,7 @@
 // Package pmi speaks PMI-1, the process-management wire protocol of MPICH's
 // simple PMI and Hydra, both as a client (in every rank) and as a server (in
-// mpirun, and in-process for singletons and goroutine ranks).
+// mpirun, and in-process for singletons and goroutine ranks). The client
+// also speaks PMI-2 (wire2.go, client2.go), for srun --mpi=pmi2.
 //
 // A command is one line: "cmd=<name>" followed by space-separated key=value
 // tokens, ended by a newline. Values end at a space or newline; a backslash
