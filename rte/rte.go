@@ -244,15 +244,19 @@ func (rt *Runtime) identify(env map[string]string) error {
 	c := rt.pmi
 	j := &rt.job
 	j.Rank, j.Size = c.Rank, c.Size
+	if err := rt.cookie(); err != nil {
+		return err
+	}
 	if id, ok := strings.CutPrefix(c.KVSName, KVSPrefix); ok && id != "" {
 		j.ID = id
 	} else {
+		// Another launcher's KVS name can repeat (Slurm's "5.0" does in
+		// a new cluster): with rank 0's random cookie in the hash, the
+		// job's /dev/shm names never meet a dead earlier job's files.
 		h := fnv.New32a()
 		h.Write([]byte(c.KVSName))
+		h.Write(j.Cookie[:])
 		j.ID = fmt.Sprintf("%08x", h.Sum32())
-	}
-	if err := rt.cookie(); err != nil {
-		return err
 	}
 	// Hydra names the node in PMI_HOSTNAME, Slurm in SLURMD_NODENAME (which
 	// differs from the host name when one host runs several slurmd).
