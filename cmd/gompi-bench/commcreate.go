@@ -215,6 +215,12 @@ func (t *countingTransport) Send(buf []byte, dst, tag int) error {
 	return t.Comm.Send(buf, dst, tag)
 }
 
+// Isend is counted too: lwgrp's pointer jumping sends both ways at once.
+func (t *countingTransport) Isend(buf []byte, dst, tag int) (*mpi.Request, error) {
+	t.bytes += int64(len(buf))
+	return t.Comm.Isend(buf, dst, tag)
+}
+
 func (t *countingTransport) Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (mpi.Status, error) {
 	t.bytes += int64(len(sendbuf))
 	return t.Comm.Sendrecv(sendbuf, dst, sendtag, recvbuf, src, recvtag)
