@@ -107,6 +107,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	m.comms.Store(&empty)
 	m.eng = pml.NewEngine(b, env.Runtime, m.Progress, m.busy)
 	m.recvPool.New = func() any { return new(recvReq) }
+	m.sendPool.New = func() any { return new(sendReq) }
 
 	// The LLP of a peer is the first selected module that reaches it; never
 	// one for oneself (self-sends always take the BTL path).
@@ -196,8 +197,10 @@ type module struct {
 	scratchS []*sendReq
 	scratchQ []*sendPeer
 
-	bsend    pml.BsendBuffer
-	recvPool sync.Pool
+	bsend pml.BsendBuffer
+	// The free lists of requests (per instance: instances do not share
+	// requests).
+	recvPool, sendPool sync.Pool
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
 }

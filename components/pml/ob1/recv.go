@@ -34,21 +34,21 @@ type recvReq struct {
 	want     int
 	got      atomic.Int64
 	finished atomic.Bool
-	pooled   bool
+	// pooled: a blocking receive's, which it gives back itself once it
+	// has read the status. Other receives go back through Wait when they
+	// complete eagerly (Recycle); the rest are left to the collector.
+	pooled bool
+	mod    *module
 }
 
+// newRecv takes a receive from the module's free list: blocking receives
+// and receives completed eagerly come back to it, so that steady traffic
+// allocates none.
 func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
-	var r *recvReq
-	if pooled {
-		// Blocking receives reuse their requests: nothing refers to one
-		// once its caller has read the status.
-		r = m.recvPool.Get().(*recvReq)
-		*r = recvReq{}
-	} else {
-		r = new(recvReq)
-	}
+	r := m.recvPool.Get().(*recvReq)
+	*r = recvReq{}
 	r.Init(m.eng, r)
-	r.c, r.buf, r.src, r.tag, r.pooled = c, buf, src, tag, pooled
+	r.c, r.buf, r.src, r.tag, r.pooled, r.mod = c, buf, src, tag, pooled, m
 	return r
 }
 
@@ -59,6 +59,14 @@ func (m *module) recycle(r *recvReq) {
 		r.buf, r.c = nil, nil
 		m.recvPool.Put(r)
 	}
+}
+
+// Recycle gives a non-blocking receive back to the free list, once the Wait
+// that returned it is done with it (pml.Request.SetRecycler).
+func (r *recvReq) Recycle() {
+	m := r.mod
+	r.buf, r.c, r.mod = nil, nil, nil
+	m.recvPool.Put(r)
 }
 
 // finish completes the request once, whoever gets there first.
@@ -102,6 +110,11 @@ func (r *recvReq) completeEager(src, tag int, data []byte) {
 	r.st = pml.Status{Source: src, Tag: tag, Count: n}
 	if len(data) > len(r.buf) {
 		r.st.Err = truncErr(len(data), len(r.buf), src, tag)
+	}
+	if !r.pooled {
+		// Nothing of ob1 refers to an eager receive once it completes:
+		// the Wait that returns it may recycle it.
+		r.SetRecycler(r)
 	}
 	r.finish(nil)
 }

@@ -38,6 +38,15 @@ type sendReq struct {
 	fhdr      [fragLen]byte
 
 	finished atomic.Bool
+	mod      *module
+}
+
+// Recycle gives an eager send back to the free list, once the Wait that
+// returned it is done with it (pml.Request.SetRecycler).
+func (r *sendReq) Recycle() {
+	m := r.mod
+	r.buf, r.c, r.sp, r.mod = nil, nil, nil, nil
+	m.sendPool.Put(r)
 }
 
 func (r *sendReq) finish(err error) {
@@ -150,7 +159,9 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 
 // newSend makes a send request and chooses its protocol.
 func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mode pml.SendMode) *sendReq {
-	r := &sendReq{c: c, sp: sp, buf: buf, dst: dst, world: w, tag: tag}
+	// From the free list: eager sends come back to it through Wait.
+	r := m.sendPool.Get().(*sendReq)
+	*r = sendReq{c: c, sp: sp, buf: buf, dst: dst, world: w, tag: tag, mod: m}
 	r.Init(m.eng, nil)
 	route := &m.bml.Peer(w).Send[0]
 	n := len(buf)
@@ -267,6 +278,9 @@ func (m *module) first(r *sendReq) bool {
 		err = route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(hb, hdrMatch, c.cid, c.rank, r.tag, r.seq), r.buf)
 		if err == nil {
 			m.nEager.Add(1)
+			// Sent: ob1 no longer refers to r (its queue slot, if any, is
+			// cleared by the caller), so its Wait may recycle it.
+			r.SetRecycler(r)
 			r.finish(nil)
 			return true
 		}
