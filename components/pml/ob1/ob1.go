@@ -98,6 +98,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		pipeline: max(1, int(b.Get(c.pipeline).Uint())),
 		dump:     b.Get(c.stats).Bool(),
 		llpOf:    make([]llp.Module, job.Size),
+		peekOf:   make([]llp.Peeker, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
 		sends:    map[uint64]*sendReq{},
 		recvs:    map[uint64]*recvReq{},
@@ -127,6 +128,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		for r, ok := range reach {
 			if ok && r != m.me && m.llpOf[r] == nil {
 				m.llpOf[r] = l
+				m.peekOf[r], _ = l.(llp.Peeker)
 				used = true
 			}
 		}
@@ -167,8 +169,10 @@ type module struct {
 	dump     bool
 
 	llpOf []llp.Module // per world rank: its LLP, nil when none
-	llps  []llp.Module // the modules in use, for progress
-	lost  []atomic.Bool
+	// peekOf is llpOf's llp.Peeker, for the receive fast path.
+	peekOf []llp.Peeker
+	llps   []llp.Module // the modules in use, for progress
+	lost   []atomic.Bool
 
 	// comms is indexed by context id (copy on write: the receive path
 	// reads it without a lock). orphans holds headers that arrived for a
