@@ -407,12 +407,16 @@ func (m *module) Mrecv(buf []byte, mm *pml.Message) (pml.Status, error) {
 // matched first.
 
 // fastPolls bounds the fast path's polling before it falls back to the
-// normal wait (which polls on, or yields and sleeps by the policy);
-// fastProgressEvery is how often it also progresses everything, so that
-// queued sends and other peers' traffic move meanwhile.
+// normal wait, which progresses everything (other peers, the transports'
+// liveness checks) and polls on, or yields and sleeps by the policy. The
+// fast path itself does not progress the receiving side: what Progress
+// delivered from this peer would go to the unexpected queue (a copy and an
+// allocation) and send this receive down the normal path. It pushes this
+// process's queued output every fastPushEvery polls, which the peer may be
+// waiting for before it sends.
 const (
-	fastPolls         = 1 << 12
-	fastProgressEvery = 16
+	fastPolls     = 1 << 12
+	fastPushEvery = 64
 )
 
 func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Status, bool) {
@@ -458,11 +462,9 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Status, bool) 
 				return st, taken
 			}
 		}
-		if i%fastProgressEvery == 0 {
-			// Whatever Progress brings from this peer (by another route)
-			// goes to the unexpected queue: then the normal path takes it.
-			if m.eng.Progress() > 0 && !m.fastClear(c, src, w) {
-				return pml.Status{}, false
+		if i%fastPushEvery == 0 {
+			if m.work.Load() != 0 {
+				m.pushWork()
 			}
 			if m.lost[w].Load() {
 				return pml.Status{}, false
