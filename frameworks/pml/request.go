@@ -80,6 +80,15 @@ func (r *Request) Init(eng *Engine, ops RequestOps) {
 	r.eng, r.ops, r.onDone, r.owner = eng, ops, nil, nil
 }
 
+// InitDone prepares a request that is complete already, with st, for the
+// Wait that returns it to give back to o (nil for none): a PML's immediate
+// operations. Nobody else can see the request yet, so nothing rings.
+func (r *Request) InitDone(eng *Engine, st Status, o Recycler) {
+	r.status = st
+	r.eng, r.ops, r.onDone, r.owner = eng, nil, nil, o
+	r.done.Store(true)
+}
+
 // OnComplete sets a function that Complete calls after the request is done
 // (the PML uses it to give back buffered-send space). Set it before the
 // request can complete.

@@ -109,6 +109,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	m.eng = pml.NewEngine(b, env.Runtime, m.Progress, m.busy)
 	m.recvPool.New = func() any { return new(recvReq) }
 	m.sendPool.New = func() any { return new(sendReq) }
+	m.donePool.New = func() any { return new(doneReq) }
 
 	// The LLP of a peer is the first selected module that reaches it; never
 	// one for oneself (self-sends always take the BTL path).
@@ -204,7 +205,7 @@ type module struct {
 	bsend pml.BsendBuffer
 	// The free lists of requests (per instance: instances do not share
 	// requests).
-	recvPool, sendPool sync.Pool
+	recvPool, sendPool, donePool sync.Pool
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
 }

@@ -150,11 +150,45 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 		done.Complete(pml.Status{Source: dst, Tag: tag})
 		return done, nil
 	}
-	r := m.newSend(c, sp, buf, dst, w, tag, mode)
 	sp.mu.Lock()
+	if mode != pml.Synchronous && len(sp.queue) == 0 && !m.lost[w].Load() {
+		// Immediate send (ob1's sendi): a small message that the transport
+		// takes at once needs no send request, only a completed one.
+		route := m.eagerRoute(w, sp, len(buf))
+		if len(buf) <= route.Attr.EagerLimit-matchLen {
+			err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
+			if err == nil {
+				sp.seq++
+				sp.mu.Unlock()
+				m.nEager.Add(1)
+				d := m.donePool.Get().(*doneReq)
+				d.mod = m
+				d.InitDone(m.eng, pml.Status{Source: dst, Tag: tag}, d)
+				return &d.Request, nil
+			}
+			if !isWouldBlock(err) {
+				sp.mu.Unlock()
+				return nil, fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+			}
+		}
+	}
+	r := m.newSend(c, sp, buf, dst, w, tag, mode)
 	m.start(sp, r)
 	sp.mu.Unlock()
 	return &r.Request, nil
+}
+
+// doneReq is the request of a send that completed before Isend returned.
+type doneReq struct {
+	pml.Request
+	mod *module
+}
+
+// Recycle gives it back to the free list once its Wait has returned.
+func (d *doneReq) Recycle() {
+	m := d.mod
+	d.mod = nil
+	m.donePool.Put(d)
 }
 
 // newSend makes a send request and chooses its protocol.
