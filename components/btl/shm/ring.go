@@ -156,7 +156,9 @@ func (p *producer) write(tag uint8, hdr, payload []byte) bool {
 	putInfo(p.ring[idx+8:], uint32(n), kindFrag, tag)
 	copy(p.ring[idx+recHeader:], hdr)
 	copy(p.ring[idx+recHeader+uint64(len(hdr)):], payload)
-	stampAt(p.ring, (idx+rec)&p.mask).Store(0)
+	// A plain store: the stamp's store below publishes it with the record
+	// (one atomic, a full barrier on x86, per message instead of two).
+	binary.LittleEndian.PutUint64(p.ring[(idx+rec)&p.mask:], 0)
 	// The stamp publishes the record: a consumer that loads it sees
 	// everything written before it (Go's atomics are sequentially
 	// consistent; on the hardware, a release store).

@@ -116,7 +116,9 @@ func (r *recvReq) completeEager(src, tag int, data []byte) {
 		// the Wait that returns it may recycle it.
 		r.SetRecycler(r)
 	}
-	r.finish(nil)
+	// Whoever matched r took it out of matching (or it never was in), so
+	// nothing else completes it: no need for finish's atomic swap.
+	r.Complete(r.st)
 }
 
 // startRecv matches r with a message taken from the unexpected queue or by a
