@@ -9,7 +9,9 @@
 //     nothing queued. On llp.ErrNotAvailable the same message, with the same
 //     sequence number, takes the paths below.
 //   - Eager: a message that fits the eager route's eager limit with a MATCH
-//     header goes in one fragment and completes at once.
+//     header goes in one fragment and completes at once. A non-blocking one
+//     that the transport takes at once (sendi) returns a completed request
+//     from a free list and makes no send request.
 //   - Rendezvous: otherwise (and always in synchronous mode) the sender sends
 //     RNDV with a first chunk and waits for the receiver's ACK, which comes
 //     after the receive matched and says which bytes it still wants; the rest
@@ -29,7 +31,13 @@
 // that fits (specific receives of that peer and AnySource receives, compared
 // by posting order) or joins the unexpected queue. A newly posted receive
 // first takes the earliest fitting unexpected message. This is MPI's
-// non-overtaking rule.
+// non-overtaking rule. A blocking receive from one peer first tries the fast
+// path (recv.go): it polls that peer's LLP slot and shm ring itself and
+// takes the message in place when it is the one a posted request would
+// have matched.
+//
+// Requests come from per-instance free lists; the Wait that returns a
+// completed eager request gives it back.
 //
 // # Flow control
 //
