@@ -166,10 +166,19 @@ def section(state):
     lv, ll, ln = m("ompi-vader", "lat", 8), m("gompi-shm", "lat", 8), m("gompi-shm-nollp", "lat", 8)
     lt, lg = m("ompi-tcp", "lat", 8), m("gompi-tcp", "lat", 8)
     goal("8 B shm latency with the LLP ≤ 0.9 × vader", f"{ll / lv:.2f} ×" if ll and lv else None, ll and lv and ll <= 0.9 * lv)
-    goal("8 B shm latency without the LLP ≤ 1.2 × vader", f"{ln / lv:.2f} ×" if ln and lv else None, ln and lv and ln <= 1.2 * lv)
-    goal("8 B: the LLP ≥ 25 % below ob1's normal path", f"{100 * (1 - ll / ln):.0f} % below" if ll and ln else None,
-         ll and ln and ll <= 0.75 * ln)
+    goal("8 B shm latency without the LLP ≤ 1.1 × vader", f"{ln / lv:.2f} ×" if ln and lv else None, ln and lv and ln <= 1.1 * lv)
+    for s in (0, 1, 8, 512, 4096):
+        a, b = m("gompi-shm", "lat", s), m("gompi-shm-nollp", "lat", s)
+        goal(f"{s} B latency: the LLP never slower than off", f"{a:.3f} vs {b:.3f} µs" if a and b else None, a and b and a <= b)
+    for s in (1, 8, 64, 512):
+        bv, bg = m("ompi-vader", "bw", s), m("gompi-shm", "bw", s)
+        goal(f"windowed rate at {s} B ≥ 1.0 × vader", f"{bg / bv:.2f} ×" if bg and bv else None, bg and bv and bg >= bv)
+    a, b = m("gompi-shm", "bw", 8), m("gompi-shm-nollp", "bw", 8)
+    goal("windowed 8 B: the LLP costs ≤ 5 %", f"{a:.1f} vs {b:.1f} MB/s" if a and b else None, a and b and a >= 0.95 * b)
     goal("8 B tcp latency ≤ 1.0 × Open MPI tcp", f"{lg / lt:.2f} ×" if lg and lt else None, lg and lt and lg <= lt)
+    for s in (256 << 10, 1 << 20, 4 << 20):
+        a, b = m("gompi-tcp", "lat", s), m("ompi-tcp", "lat", s)
+        goal(f"{s >> 10} KiB tcp latency ≤ 1.0 × Open MPI tcp", f"{a / b:.2f} ×" if a and b else None, a and b and a <= b)
     for s in (1 << 20, 2 << 20, 4 << 20):
         bv, bg = m("ompi-vader", "bw", s), m("gompi-shm", "bw", s)
         if bv or bg:
@@ -188,7 +197,13 @@ for d in records.values():
         for _, s in lst:
             census[s] = census.get(s, 0) + 1
 print("Placement of the measurements: " + ", ".join(f"{k} {v}" for k, v in sorted(census.items())) + "\n")
-for st in STATES:
+if "near" in STATES and not census.get("near"):
+    # Small-message figures from another placement say little (up to 4x
+    # slower); say so before any table.
+    print("**No measurement was in the near placement** (both probes < %.0f ns): the near tables below are empty, "
+          "and the goals, which are stated for the near placement, cannot be judged from this run.\n" % NEAR)
+# The near placement first: the goals are stated for it.
+for st in sorted(STATES, key=lambda x: x != "near"):
     section(st)
 
 pl = os.path.join(D, "probe.log")

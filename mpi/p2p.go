@@ -31,7 +31,10 @@ const (
 )
 
 // Request is a non-blocking operation: Wait, Test, WaitContext, Cancel.
-// Requests need no freeing; a nil *Request is an inactive request.
+// Requests need no freeing, but, as MPI_Wait, the Wait (or Waitall) that
+// returns a completed request frees it: gompi may hand the same object out
+// again for a later Isend or Irecv, so do not use a request after waiting
+// for it (Test does not free). A nil *Request is an inactive request.
 type Request = pml.Request
 
 // Status describes a completed receive or a probed message: source, tag and

@@ -167,6 +167,22 @@ type RDMA interface {
 	Put(ep Endpoint, desc []byte, off int, src []byte) error
 }
 
+// Peeker is an optional interface of a Module, for the PML's receive fast
+// path: a blocking receive that waits for one peer looks at the next
+// fragment from that peer itself and, when it is the message it waits for,
+// takes it in place, with no trip through Progress and the callbacks.
+type Peeker interface {
+	// Peek returns the next fragment from the peer of ep, with its tag,
+	// without taking it. It returns false at once when none is there or
+	// another goroutine is receiving on the module. On true the module's
+	// receiving side is held until Done, and frag is valid until then; the
+	// caller must call Done. An idle Peek takes no lock and writes nothing.
+	Peek(ep Endpoint) (tag Tag, frag []byte, ok bool)
+	// Done ends a successful Peek: consume frees the fragment (the caller
+	// took it); otherwise it stays for Progress to deliver.
+	Done(ep Endpoint, consume bool)
+}
+
 // Component is what a btl component implements.
 type Component interface {
 	mca.Component

@@ -97,6 +97,24 @@ type Module interface {
 	Finalize() error
 }
 
+// Peeker is an optional interface of a Module, for ob1's receive fast
+// path: a blocking receive that waits for one peer looks at that peer's
+// next message itself and, when it is the one it waits for, takes it in
+// place, with no request and no trip through Progress and the matching
+// queues.
+type Peeker interface {
+	// Peek returns the next message from src (a world rank), the PML's
+	// header and payload as Send wrote them, without taking it. It returns
+	// false at once when none is published or another goroutine is
+	// receiving on the module. On true the module's receiving side is held
+	// until Done, and msg is valid until then; the caller must call Done.
+	// An idle Peek takes no lock and writes nothing.
+	Peek(src int) (msg []byte, ok bool)
+	// Done ends a successful Peek: consume frees the message (the caller
+	// took it); otherwise it stays for Progress to deliver.
+	Done(src int, consume bool)
+}
+
 // Component is what an llp component implements.
 type Component interface {
 	mca.Component

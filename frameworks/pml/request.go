@@ -24,17 +24,45 @@ type Status struct {
 // Request is a non-blocking operation. Its state is one atomic flag: the PML
 // writes the status and then sets the flag; waiters progress the instance
 // (wait.go's policy: spin, yield, sleep) and read the flag, then the status.
-// A request is safe to wait on and test from several goroutines.
+// A request is safe to test from several goroutines; one goroutine waits on
+// it (MPI's rule too: the Wait that returns it frees it, see below).
 //
-// Requests are plain Go objects: nothing needs to be freed. A nil *Request is
-// an inactive request (MPI_REQUEST_NULL): it is always complete, with an empty
-// status.
+// Nothing needs to be freed, but, as MPI_Wait does, a Wait that returns a
+// completed request frees it: the PML may then hand the same object out
+// again for a later operation (its free lists keep Isend and Irecv from
+// allocating). Do not use a request after a Wait on it has returned, as
+// MPI's handle is MPI_REQUEST_NULL then; Test, Status and Done do not free
+// it. A nil *Request is an inactive request (MPI_REQUEST_NULL): it is always
+// complete, with an empty status.
 type Request struct {
 	done   atomic.Bool
 	status Status
 	eng    *Engine
 	ops    RequestOps
 	onDone func()
+	// owner takes the request back once a Wait has returned it; nil for
+	// requests that are not on a free list, or that the PML still refers
+	// to.
+	owner Recycler
+}
+
+// Recycler is implemented by a PML's requests that go back to a free list:
+// Recycle is called once, by the Wait that returned the request completed.
+type Recycler interface {
+	Recycle()
+}
+
+// SetRecycler makes the Wait that returns r completed give it back to o.
+// The PML calls it before Complete, and only once nothing of its own
+// refers to r any more: after Complete the waiter may recycle r at once.
+func (r *Request) SetRecycler(o Recycler) { r.owner = o }
+
+// release hands a completed request back to its free list, once.
+func (r *Request) release() {
+	if o := r.owner; o != nil {
+		r.owner = nil
+		o.Recycle()
+	}
 }
 
 // RequestOps is implemented by a PML for the requests it can cancel.
@@ -49,7 +77,16 @@ type RequestOps interface {
 func (r *Request) Init(eng *Engine, ops RequestOps) {
 	r.done.Store(false)
 	r.status = Status{}
-	r.eng, r.ops, r.onDone = eng, ops, nil
+	r.eng, r.ops, r.onDone, r.owner = eng, ops, nil, nil
+}
+
+// InitDone prepares a request that is complete already, with st, for the
+// Wait that returns it to give back to o (nil for none): a PML's immediate
+// operations. Nobody else can see the request yet, so nothing rings.
+func (r *Request) InitDone(eng *Engine, st Status, o Recycler) {
+	r.status = st
+	r.eng, r.ops, r.onDone, r.owner = eng, nil, nil, o
+	r.done.Store(true)
 }
 
 // OnComplete sets a function that Complete calls after the request is done
@@ -131,7 +168,9 @@ func (r *Request) WaitContext(ctx context.Context) (Status, error) {
 			return Status{Source: AnySource, Tag: AnyTag, Err: err}, err
 		}
 	}
-	return r.status, r.status.Err
+	st := r.status
+	r.release()
+	return st, st.Err
 }
 
 // Cancel cancels a receive that has not matched yet: it then completes with

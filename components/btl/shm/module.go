@@ -51,10 +51,12 @@ type module struct {
 	progress sync.Mutex
 	bell     uint64   // our doorbell as last seen
 	in       []*inbox // by local index
-	active   []*inbox // attached and readable
-	polls    int      // Progress calls since the last liveness check
-	pollFds  []unix.PollFd
-	pollEps  []*endpoint
+	// inAt is in, readable without the lock (Peek's idle look).
+	inAt    []atomic.Pointer[inbox]
+	active  []*inbox // attached and readable
+	polls   int      // Progress calls since the last liveness check
+	pollFds []unix.PollFd
+	pollEps []*endpoint
 
 	// Lost peers found outside Progress (by Send or Get) are told to the
 	// callback by the next Progress: Send's caller may hold locks that the
@@ -369,6 +371,7 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		m.in[i] = in
+		m.inAt[i].Store(in)
 		m.active = append(m.active, in)
 		m.log.Log(mca.VerboseInfo, "mapped the box from a local peer and removed its file", "peer", in.src, "ring_bytes", size)
 	}
@@ -586,9 +589,49 @@ func (m *module) Finalize() error {
 		}
 	}
 	m.active = nil
+	for i := range m.inAt {
+		m.inAt[i].Store(nil)
+	}
 	errs = append(errs, owner.Unlink(m.ctl.Name))
 	m.ctl.Unmap()
 	return errors.Join(errs...)
 }
 
-var _ btl.RDMA = (*module)(nil)
+// Peek returns the next fragment from ep's peer when one is there, holding
+// the progress lock until Done (btl.Peeker).
+func (m *module) Peek(ep btl.Endpoint) (btl.Tag, []byte, bool) {
+	e, ok := ep.(*endpoint)
+	if !ok || e == nil || e.m != m || m.closed.Load() {
+		return 0, nil, false
+	}
+	in := m.inAt[e.local].Load()
+	if in == nil || !in.c.ready() {
+		return 0, nil, false
+	}
+	if !m.progress.TryLock() {
+		return 0, nil, false
+	}
+	if m.closed.Load() || in.failed {
+		m.progress.Unlock()
+		return 0, nil, false
+	}
+	tag, frag, ok := in.c.peek()
+	if !ok {
+		m.progress.Unlock()
+		return 0, nil, false
+	}
+	return btl.Tag(tag), frag, true
+}
+
+// Done ends a Peek that returned true.
+func (m *module) Done(ep btl.Endpoint, consume bool) {
+	if consume {
+		m.inAt[ep.(*endpoint).local].Load().c.consume()
+	}
+	m.progress.Unlock()
+}
+
+var (
+	_ btl.RDMA   = (*module)(nil)
+	_ btl.Peeker = (*module)(nil)
+)

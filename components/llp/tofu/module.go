@@ -38,6 +38,8 @@ type module struct {
 	active   atomic.Pointer[[]*inbox]
 	progress sync.Mutex
 	in       []*inbox // by local index, under progress
+	// inAt is in, readable without the lock (Peek's idle look).
+	inAt []atomic.Pointer[inbox]
 }
 
 // peer is a local process this module reaches.
@@ -242,6 +244,7 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		m.in[i] = in
+		m.inAt[i].Store(in)
 		added = append(added, in)
 		m.log.Log(mca.VerboseInfo, "mapped the box from a local peer and removed its file", "peer", src)
 	}
@@ -321,9 +324,52 @@ func (m *module) Finalize() error {
 	}
 	empty := []*inbox{}
 	m.active.Store(&empty)
+	for i := range m.inAt {
+		m.inAt[i].Store(nil)
+	}
 	errs = append(errs, owner.Unlink(m.ctl.Name))
 	m.ctl.Unmap()
 	return errors.Join(errs...)
 }
 
-var _ llp.Module = (*module)(nil)
+// Peek returns the next message from src when one is published, holding
+// the progress lock until Done (llp.Peeker).
+func (m *module) Peek(src int) ([]byte, bool) {
+	if uint(src) >= uint(len(m.peers)) {
+		return nil, false
+	}
+	p := m.peers[src]
+	if p == nil {
+		return nil, false
+	}
+	in := m.inAt[p.local].Load()
+	if in == nil || m.closed.Load() || !in.ready() {
+		return nil, false
+	}
+	if !m.progress.TryLock() {
+		return nil, false
+	}
+	if m.closed.Load() {
+		m.progress.Unlock()
+		return nil, false
+	}
+	msg, ok := in.peek()
+	if !ok || in.failed {
+		m.progress.Unlock()
+		return nil, false
+	}
+	return msg, true
+}
+
+// Done ends a Peek that returned true.
+func (m *module) Done(src int, consume bool) {
+	if consume {
+		m.inAt[m.peers[src].local].Load().consume()
+	}
+	m.progress.Unlock()
+}
+
+var (
+	_ llp.Module = (*module)(nil)
+	_ llp.Peeker = (*module)(nil)
+)

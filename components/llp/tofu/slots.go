@@ -142,6 +142,31 @@ func (in *inbox) ready() bool {
 	return stampAt(in.slots, int(k&in.mask)*in.slotSize).Load() == k+1
 }
 
+// peek returns the next message when it is published and well formed,
+// without taking it. Callers hold the module's progress lock.
+func (in *inbox) peek() ([]byte, bool) {
+	k := in.next
+	off := int(k&in.mask) * in.slotSize
+	s := in.slots[off : off+in.slotSize : off+in.slotSize]
+	if stampAt(s, 0).Load() != k+1 {
+		return nil, false
+	}
+	v := binary.LittleEndian.Uint64(s[8:])
+	n := uint32(v)
+	if uint32(v>>32) != check(n, k+1) || int(n) > in.slotSize-slotHeader {
+		return nil, false // garbage: poll reports it
+	}
+	end := slotHeader + int(n)
+	return s[slotHeader:end:end], true
+}
+
+// consume frees the slot peek returned. Callers hold the module's progress
+// lock.
+func (in *inbox) consume() {
+	in.next++
+	in.ack.Store(in.next)
+}
+
 // poll delivers the published messages, at most one lap of the slots, to
 // fn, each valid only during the call, and frees each slot after fn
 // returns. It returns the number delivered, and an error when a slot holds

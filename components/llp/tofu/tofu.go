@@ -53,6 +53,7 @@ package tofu
 
 import (
 	"os"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/llp"
@@ -77,7 +78,10 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.slots = r.Add(params.Def{Name: "llp_tofu_slots", Type: params.Uint, Level: 5, Default: "16",
 		Help: "Message slots from one process to another on the node (a power of two from 1 to 1024): how many small " +
 			"blocking sends may wait for the receiver before further ones take the BTLs"})
-	c.slotSize = r.Add(params.Def{Name: "llp_tofu_slot_size", Type: params.Size, Level: 5, Default: "320",
+	// 576: a 512-byte payload fits (with the two 16-byte headers); the LLP
+	// beats the shm ring up to about 1 KiB (measured in the near
+	// placement), and slots cost memory per pair that talks.
+	c.slotSize = r.Add(params.Def{Name: "llp_tofu_slot_size", Type: params.Size, Level: 5, Default: "576",
 		Help: "Bytes per slot, a multiple of 64 from 64 to 64k: a message fits when ob1's 16-byte header, its payload and the " +
 			"slot's 16-byte header do (payloads up to slot_size - 32 bytes); set pml_ob1_llp_max_payload_size to match"})
 }
@@ -140,6 +144,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	}
 	m.local = make([]*peer, len(m.localRanks))
 	m.in = make([]*inbox, len(m.localRanks))
+	m.inAt = make([]atomic.Pointer[inbox], len(m.localRanks))
 	empty := []*inbox{}
 	m.active.Store(&empty)
 	if m.ctl, err = m.owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)}); err != nil {

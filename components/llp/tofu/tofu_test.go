@@ -86,6 +86,7 @@ func TestStreamInterleaved(t *testing.T) {
 				}
 				return nil
 			}, mpitest.WithMCA("btl", btls), mpitest.WithMCA("llp_tofu_slots", "2"),
+				mpitest.WithMCA("pml_ob1_llp_max_payload_size", "256"),
 				// With tcp, shm stays selected (tofu needs it) but tcp
 				// carries the normal path.
 				mpitest.WithMCA("btl_shm_exclusivity", "10"))
@@ -232,7 +233,7 @@ func TestOmpiInfo(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{`"llp_tofu_slots" (current value: "16"`, `"llp_tofu_slot_size" (current value: "320"`} {
+	for _, want := range []string{`"llp_tofu_slots" (current value: "16"`, `"llp_tofu_slot_size" (current value: "576"`} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("ompi_info does not show %s:\n%s", want, out)
 		}

@@ -30,7 +30,9 @@ func TestLLPInterleavedWithTheNormalPath(t *testing.T) {
 	for _, btls := range []string{"self,shm", "self,tloop"} {
 		t.Run(btls, func(t *testing.T) {
 			const n, tag = 3000, 7
-			opts := withLLP(3, mpitest.WithMCA("btl", btls), mpitest.WithMCA("btl_tloop_enable", "1"))
+			// 256: the limit the stream counts its candidates by.
+			opts := withLLP(3, mpitest.WithMCA("btl", btls), mpitest.WithMCA("btl_tloop_enable", "1"),
+				mpitest.WithMCA("pml_ob1_llp_max_payload_size", "256"))
 			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 				c := r.CommWorld()
 				if c.Rank() == 1 {

@@ -34,21 +34,21 @@ type recvReq struct {
 	want     int
 	got      atomic.Int64
 	finished atomic.Bool
-	pooled   bool
+	// pooled: a blocking receive's, which it gives back itself once it
+	// has read the status. Other receives go back through Wait when they
+	// complete eagerly (Recycle); the rest are left to the collector.
+	pooled bool
+	mod    *module
 }
 
+// newRecv takes a receive from the module's free list: blocking receives
+// and receives completed eagerly come back to it, so that steady traffic
+// allocates none.
 func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
-	var r *recvReq
-	if pooled {
-		// Blocking receives reuse their requests: nothing refers to one
-		// once its caller has read the status.
-		r = m.recvPool.Get().(*recvReq)
-		*r = recvReq{}
-	} else {
-		r = new(recvReq)
-	}
+	r := m.recvPool.Get().(*recvReq)
+	*r = recvReq{}
 	r.Init(m.eng, r)
-	r.c, r.buf, r.src, r.tag, r.pooled = c, buf, src, tag, pooled
+	r.c, r.buf, r.src, r.tag, r.pooled, r.mod = c, buf, src, tag, pooled, m
 	return r
 }
 
@@ -59,6 +59,14 @@ func (m *module) recycle(r *recvReq) {
 		r.buf, r.c = nil, nil
 		m.recvPool.Put(r)
 	}
+}
+
+// Recycle gives a non-blocking receive back to the free list, once the Wait
+// that returned it is done with it (pml.Request.SetRecycler).
+func (r *recvReq) Recycle() {
+	m := r.mod
+	r.buf, r.c, r.mod = nil, nil, nil
+	m.recvPool.Put(r)
 }
 
 // finish completes the request once, whoever gets there first.
@@ -103,7 +111,14 @@ func (r *recvReq) completeEager(src, tag int, data []byte) {
 	if len(data) > len(r.buf) {
 		r.st.Err = truncErr(len(data), len(r.buf), src, tag)
 	}
-	r.finish(nil)
+	if !r.pooled {
+		// Nothing of ob1 refers to an eager receive once it completes:
+		// the Wait that returns it may recycle it.
+		r.SetRecycler(r)
+	}
+	// Whoever matched r took it out of matching (or it never was in), so
+	// nothing else completes it: no need for finish's atomic swap.
+	r.Complete(r.st)
 }
 
 // startRecv matches r with a message taken from the unexpected queue or by a
@@ -246,6 +261,11 @@ func (m *module) Irecv(pc *pml.Comm, buf []byte, src, tag int) (*pml.Request, er
 
 func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Status, error) {
 	c := pc.State.(*comm)
+	if src != pml.AnySource {
+		if st, ok := m.recvFast(c, buf, src, tag); ok {
+			return st, st.Err
+		}
+	}
 	r := m.newRecv(c, buf, src, tag, true)
 	m.post(c, r)
 	st, err := r.Wait()
@@ -374,4 +394,130 @@ func (m *module) Mrecv(buf []byte, mm *pml.Message) (pml.Status, error) {
 		m.recycle(r)
 	}
 	return st, err
+}
+
+// The receive fast path. A blocking receive from one peer, when nothing
+// from that peer waits in the unexpected queue or out of order and no
+// earlier receive is posted that could take its message, looks at the
+// peer's next message itself, on the LLP slot and the shm ring, and when it
+// is the message it waits for (the peer's next sequence number, this
+// communicator, a fitting tag) copies the payload into the buffer and frees
+// the slot: no request, no queue, no callback. Any other case (a message
+// for another receive, a rendezvous, an unexpected message, a lost peer, a
+// long wait) falls back to the normal path, which posts a request: its
+// order is then the same as if the receive had been posted at once, since
+// the fast path takes only the message that such a request would have
+// matched first.
+
+// fastPolls bounds the fast path's polling before it falls back to the
+// normal wait, which progresses everything (other peers, the transports'
+// liveness checks) and polls on, or yields and sleeps by the policy. The
+// fast path itself does not progress the receiving side: what Progress
+// delivered from this peer would go to the unexpected queue (a copy and an
+// allocation) and send this receive down the normal path. It pushes this
+// process's queued output every fastPushEvery polls, which the peer may be
+// waiting for before it sends.
+const (
+	fastPolls     = 1 << 12
+	fastPushEvery = 64
+)
+
+func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Status, bool) {
+	w := c.group.World(src)
+	lp := m.peekOf[w]
+	var bp btl.Peeker
+	var ep btl.Endpoint
+	if w != m.me {
+		if routes := m.bml.Peer(w).Send; len(routes) == 1 {
+			// Several routes stripe eager messages: then only Progress
+			// sees them all.
+			bp, _ = routes[0].Module.(btl.Peeker)
+			ep = routes[0].EP
+		}
+	}
+	if lp == nil && bp == nil {
+		return pml.Status{}, false
+	}
+	if !m.fastClear(c, src, w) {
+		return pml.Status{}, false
+	}
+	polls := fastPolls
+	if m.eng.Yields() {
+		// Ranks share cores: the peer is likely not running; look once.
+		polls = 1
+	}
+	for i := 1; i <= polls; i++ {
+		if lp != nil {
+			if msg, ok := lp.Peek(w); ok {
+				st, taken := m.takeInPlace(c, src, tag, buf, msg)
+				lp.Done(w, taken)
+				return st, taken
+			}
+		}
+		if bp != nil {
+			if t, frag, ok := bp.Peek(ep); ok {
+				var st pml.Status
+				taken := false
+				if t == tagOf(hdrMatch) {
+					st, taken = m.takeInPlace(c, src, tag, buf, frag)
+				}
+				bp.Done(ep, taken)
+				return st, taken
+			}
+		}
+		if i%fastPushEvery == 0 {
+			if m.work.Load() != 0 {
+				m.pushWork()
+			}
+			if m.lost[w].Load() {
+				return pml.Status{}, false
+			}
+		}
+	}
+	return pml.Status{}, false
+}
+
+// fastClear reports whether the fast path may wait for src's next message:
+// nothing of src's is unexpected or parked, and no receive that could take
+// it is posted.
+func (m *module) fastClear(c *comm, src, w int) bool {
+	c.mu.Lock()
+	p := &c.peers[src]
+	ok := p.unex.head == nil && len(p.parked) == 0 && p.posted.head == nil && c.wild.head == nil && !m.lost[w].Load()
+	c.mu.Unlock()
+	return ok
+}
+
+// takeInPlace matches frag, the next message from src, with a blocking
+// receive when it is the one the receive takes: a MATCH header on this
+// communicator with src's next sequence number and a fitting tag, and
+// nothing of src's is waiting in the queues. It then copies the payload
+// into buf and counts the sequence number; otherwise it leaves everything
+// as it was.
+func (m *module) takeInPlace(c *comm, src, tag int, buf, frag []byte) (pml.Status, bool) {
+	if len(frag) < matchLen || frag[0] != hdrMatch {
+		return pml.Status{}, false
+	}
+	ctx := le.Uint16(frag[2:])
+	hsrc := int32(le.Uint32(frag[4:]))
+	htag := int(int32(le.Uint32(frag[8:])))
+	seq := le.Uint16(frag[12:])
+	if ctx != c.cid || int(hsrc) != src || !tagMatches(tag, htag) {
+		return pml.Status{}, false
+	}
+	c.mu.Lock()
+	p := &c.peers[src]
+	if seq != p.expected || p.unex.head != nil || len(p.parked) != 0 {
+		c.mu.Unlock()
+		return pml.Status{}, false
+	}
+	p.expected++
+	c.mu.Unlock()
+	data := frag[matchLen:]
+	n := copy(buf, data)
+	st := pml.Status{Source: src, Tag: htag, Count: n}
+	if len(data) > len(buf) {
+		st.Err = truncErr(len(data), len(buf), src, htag)
+	}
+	return st, true
 }

@@ -38,6 +38,15 @@ type sendReq struct {
 	fhdr      [fragLen]byte
 
 	finished atomic.Bool
+	mod      *module
+}
+
+// Recycle gives an eager send back to the free list, once the Wait that
+// returned it is done with it (pml.Request.SetRecycler).
+func (r *sendReq) Recycle() {
+	m := r.mod
+	r.buf, r.c, r.sp, r.mod = nil, nil, nil, nil
+	m.sendPool.Put(r)
 }
 
 func (r *sendReq) finish(err error) {
@@ -143,16 +152,52 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 		done.Complete(pml.Status{Source: dst, Tag: tag})
 		return done, nil
 	}
-	r := m.newSend(c, sp, buf, dst, w, tag, mode)
 	sp.mu.Lock()
+	if mode != pml.Synchronous && len(sp.queue) == 0 && !m.lost[w].Load() {
+		// Immediate send (ob1's sendi): a small message that the transport
+		// takes at once needs no send request, only a completed one.
+		route := m.eagerRoute(w, sp, len(buf))
+		if len(buf) <= route.Attr.EagerLimit-matchLen {
+			err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
+			if err == nil {
+				sp.seq++
+				sp.mu.Unlock()
+				m.nEager.Add(1)
+				d := m.donePool.Get().(*doneReq)
+				d.mod = m
+				d.InitDone(m.eng, pml.Status{Source: dst, Tag: tag}, d)
+				return &d.Request, nil
+			}
+			if !isWouldBlock(err) {
+				sp.mu.Unlock()
+				return nil, fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+			}
+		}
+	}
+	r := m.newSend(c, sp, buf, dst, w, tag, mode)
 	m.start(sp, r)
 	sp.mu.Unlock()
 	return &r.Request, nil
 }
 
+// doneReq is the request of a send that completed before Isend returned.
+type doneReq struct {
+	pml.Request
+	mod *module
+}
+
+// Recycle gives it back to the free list once its Wait has returned.
+func (d *doneReq) Recycle() {
+	m := d.mod
+	d.mod = nil
+	m.donePool.Put(d)
+}
+
 // newSend makes a send request and chooses its protocol.
 func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mode pml.SendMode) *sendReq {
-	r := &sendReq{c: c, sp: sp, buf: buf, dst: dst, world: w, tag: tag}
+	// From the free list: eager sends come back to it through Wait.
+	r := m.sendPool.Get().(*sendReq)
+	*r = sendReq{c: c, sp: sp, buf: buf, dst: dst, world: w, tag: tag, mod: m}
 	r.Init(m.eng, nil)
 	route := &m.bml.Peer(w).Send[0]
 	n := len(buf)
@@ -269,6 +314,9 @@ func (m *module) first(r *sendReq) bool {
 		err = route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(hb, hdrMatch, c.cid, c.rank, r.tag, r.seq), r.buf)
 		if err == nil {
 			m.nEager.Add(1)
+			// Sent: ob1 no longer refers to r (its queue slot, if any, is
+			// cleared by the caller), so its Wait may recycle it.
+			r.SetRecycler(r)
 			r.finish(nil)
 			return true
 		}

@@ -99,7 +99,8 @@ func TestLLPStreamUnderMpirun(t *testing.T) {
 		t.Run(btl, func(t *testing.T) {
 			// With tcp, shm stays selected (tofu needs it) but tcp carries
 			// the normal path.
-			out := mpirun(t, 60*time.Second, "--mca", "btl", btl, "--mca", "btl_shm_exclusivity", "10", "--mca", "llp_tofu_slots", "2", "-np", "2", bin.prog, "llpstream", "3000", "100ms", "256")
+			out := mpirun(t, 60*time.Second, "--mca", "btl", btl, "--mca", "btl_shm_exclusivity", "10", "--mca", "llp_tofu_slots", "2",
+				"--mca", "pml_ob1_llp_max_payload_size", "256", "-np", "2", bin.prog, "llpstream", "3000", "100ms", "256")
 			m := regexp.MustCompile(`llpstream rank 0: candidates=(\d+) hits=(\d+) fallbacks=(\d+)`).FindStringSubmatch(out)
 			if m == nil || !strings.Contains(out, "llpstream rank 1: in order") {
 				t.Fatalf("no report from both ranks:\n%s", out)

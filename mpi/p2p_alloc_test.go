@@ -1,0 +1,119 @@
+package mpi_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// allocRuns is how many ping-pongs AllocsPerRun averages over; it runs one
+// more first, unmeasured, and the echoing rank must answer every one.
+const allocRuns = 200
+
+// pingPongAllocs measures, on rank 0, the allocations of one round trip of
+// an 8-byte message made by exchange (rank 0's side; the echo is rank 1's),
+// counting both ranks' allocations, since AllocsPerRun counts every
+// goroutine's. A few round trips first fill the free lists and make the
+// shared-memory boxes.
+func pingPongAllocs(t *testing.T, exchange func(c *mpi.Comm, buf []byte, peer int) error, mca ...string) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("the race detector makes free lists allocate")
+	}
+	var opts []mpitest.Option
+	for i := 0; i+1 < len(mca); i += 2 {
+		opts = append(opts, mpitest.WithMCA(mca[i], mca[i+1]))
+	}
+	var got float64
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		buf := make([]byte, 8)
+		peer := 1 - c.Rank()
+		for i := 0; i < 20; i++ {
+			if err := exchange(c, buf, peer); err != nil {
+				return err
+			}
+		}
+		if c.Rank() == 1 {
+			for i := 0; i < allocRuns+1; i++ {
+				if err := exchange(c, buf, peer); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		var err error
+		got = testing.AllocsPerRun(allocRuns, func() {
+			if err == nil {
+				err = exchange(c, buf, peer)
+			}
+		})
+		return err
+	}, opts...)
+	if got != 0 {
+		t.Errorf("%v allocations per round trip of 8 bytes; want none in steady state", got)
+	}
+}
+
+// Blocking Send and Recv of a small message allocate nothing once running,
+// on the LLP and off it.
+func TestSendRecvAllocs(t *testing.T) {
+	for _, mca := range [][]string{{"btl", "self,shm"}, {"btl", "self,shm", "llp", "^tofu"}} {
+		t.Run(fmt.Sprint(mca), func(t *testing.T) {
+			pingPongAllocs(t, func(c *mpi.Comm, buf []byte, peer int) error {
+				if c.Rank() == 0 {
+					if err := c.Send(buf, peer, 3); err != nil {
+						return err
+					}
+					_, err := c.Recv(buf, peer, 3)
+					return err
+				}
+				if _, err := c.Recv(buf, peer, 3); err != nil {
+					return err
+				}
+				return c.Send(buf, peer, 3)
+			}, mca...)
+		})
+	}
+}
+
+// Isend, Irecv and Wait of a small message allocate nothing once running:
+// requests come from free lists.
+func TestIsendIrecvAllocs(t *testing.T) {
+	for _, mca := range [][]string{{"btl", "self,shm"}, {"btl", "self,shm", "llp", "^tofu"}} {
+		t.Run(fmt.Sprint(mca), func(t *testing.T) {
+			pingPongAllocs(t, func(c *mpi.Comm, buf []byte, peer int) error {
+				if c.Rank() == 0 {
+					rr, err := c.Irecv(buf, peer, 4)
+					if err != nil {
+						return err
+					}
+					sr, err := c.Isend(buf, peer, 4)
+					if err != nil {
+						return err
+					}
+					if _, err := sr.Wait(); err != nil {
+						return err
+					}
+					_, err = rr.Wait()
+					return err
+				}
+				rr, err := c.Irecv(buf, peer, 4)
+				if err != nil {
+					return err
+				}
+				if _, err := rr.Wait(); err != nil {
+					return err
+				}
+				sr, err := c.Isend(buf, peer, 4)
+				if err != nil {
+					return err
+				}
+				_, err = sr.Wait()
+				return err
+			}, mca...)
+		})
+	}
+}

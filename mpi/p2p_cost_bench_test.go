@@ -1,0 +1,164 @@
+package mpi_test
+
+import (
+	"testing"
+
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// softwareCost runs body on one goroutine with both ranks' communicators of
+// a 2-rank job: body drives both sides itself (send on one, receive on the
+// other), so that no wait ever spins and the time measured is the
+// software's own cost per message, whatever the placement of the cores and
+// the machine's load from other processes' spinning. Rank 1's goroutine
+// parks meanwhile.
+func softwareCost(b *testing.B, body func(b *testing.B, c0, c1 *mpi.Comm), mca ...string) {
+	var opts []mpitest.Option
+	for i := 0; i+1 < len(mca); i += 2 {
+		opts = append(opts, mpitest.WithMCA(mca[i], mca[i+1]))
+	}
+	comms := make(chan *mpi.Comm, 1)
+	done := make(chan struct{})
+	mpitest.Run(b, 2, func(r *mpitest.Rank) error {
+		if r.Rank() == 1 {
+			comms <- r.CommWorld()
+			<-done
+			return nil
+		}
+		defer close(done)
+		c1 := <-comms
+		body(b, r.CommWorld(), c1)
+		return nil
+	}, opts...)
+}
+
+var costTransports = []struct{ name, llp string }{{"llp", ""}, {"nollp", "^tofu"}}
+
+// BenchmarkCostSendRecv is one 8-byte message by blocking Send then Recv.
+func BenchmarkCostSendRecv(b *testing.B) {
+	for _, tr := range costTransports {
+		b.Run(tr.name, func(b *testing.B) {
+			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+				sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					if err := c0.Send(sbuf, 1, 1); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := c1.Recv(rbuf, 0, 1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, "btl", "self,shm", "llp", tr.llp)
+		})
+	}
+}
+
+// BenchmarkCostIsendIrecv is one 8-byte message by Irecv, Isend and two
+// Waits.
+func BenchmarkCostIsendIrecv(b *testing.B) {
+	for _, tr := range costTransports {
+		b.Run(tr.name, func(b *testing.B) {
+			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+				sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					rr, err := c1.Irecv(rbuf, 0, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					sr, err := c0.Isend(sbuf, 1, 1)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := sr.Wait(); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := rr.Wait(); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, "btl", "self,shm", "llp", tr.llp)
+		})
+	}
+}
+
+// BenchmarkCostWindow is osu_bw's loop for 8-byte messages, per message: a
+// window of 64 Irecvs, 64 Isends, Waitall on both sides, then the blocking
+// acknowledgement.
+func BenchmarkCostWindow(b *testing.B) {
+	const win = 64
+	for _, tr := range costTransports {
+		b.Run(tr.name, func(b *testing.B) {
+			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+				sbuf, rbuf, ack := make([]byte, 8), make([]byte, 8), make([]byte, 4)
+				rreqs := make([]*mpi.Request, win)
+				sreqs := make([]*mpi.Request, win)
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i += win {
+					var err error
+					for j := range rreqs {
+						if rreqs[j], err = c1.Irecv(rbuf, 0, 2); err != nil {
+							b.Fatal(err)
+						}
+					}
+					for j := range sreqs {
+						if sreqs[j], err = c0.Isend(sbuf, 1, 2); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if err := mpi.Waitall(sreqs, nil); err != nil {
+						b.Fatal(err)
+					}
+					if err := mpi.Waitall(rreqs, nil); err != nil {
+						b.Fatal(err)
+					}
+					if err := c1.Send(ack, 0, 3); err != nil {
+						b.Fatal(err)
+					}
+					if _, err := c0.Recv(ack, 1, 3); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}, "btl", "self,shm", "llp", tr.llp)
+		})
+	}
+}
+
+// BenchmarkCostSizes is BenchmarkCostSendRecv across the LLP's payload
+// limit: what the LLP saves, or costs, per size.
+func BenchmarkCostSizes(b *testing.B) {
+	for _, size := range []int{0, 1, 8, 64, 128, 256, 512} {
+		for _, tr := range costTransports {
+			b.Run(tr.name+"/"+itoa(size), func(b *testing.B) {
+				softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+					sbuf, rbuf := make([]byte, size), make([]byte, size)
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						if err := c0.Send(sbuf, 1, 1); err != nil {
+							b.Fatal(err)
+						}
+						if _, err := c1.Recv(rbuf, 0, 1); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}, "btl", "self,shm", "llp", tr.llp, "pml_ob1_llp_max_payload_size", "4k", "llp_tofu_slot_size", "1024")
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
