@@ -1,6 +1,7 @@
 package mpi_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -116,4 +117,41 @@ func TestIsendIrecvAllocs(t *testing.T) {
 			}, mca...)
 		})
 	}
+}
+
+// A request that a Wait freed (MPI_Wait's rule, which lets Isend and Irecv
+// reuse requests) fails a second Wait with ErrRequest instead of returning
+// a stale status, as long as it has not been handed out again.
+func TestSecondWaitFails(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		peer := 1 - c.Rank()
+		buf := []int64{int64(c.Rank())}
+		got := []int64{-1}
+		rr, err := mpi.Irecv(c, got, peer, 5)
+		if err != nil {
+			return err
+		}
+		sr, err := mpi.Isend(c, buf, peer, 5)
+		if err != nil {
+			return err
+		}
+		for _, q := range []*mpi.Request{sr, rr} {
+			if _, err := q.Wait(); err != nil {
+				return err
+			}
+		}
+		if got[0] != int64(peer) {
+			return fmt.Errorf("received %d, want %d", got[0], peer)
+		}
+		for _, q := range []*mpi.Request{sr, rr} {
+			if _, err := q.Wait(); err != nil && !errors.Is(err, mpi.ErrRequest) {
+				return fmt.Errorf("second Wait: %v, want ErrRequest or (a request not on a free list) success", err)
+			}
+		}
+		if _, err := rr.Wait(); !errors.Is(err, mpi.ErrRequest) {
+			return fmt.Errorf("second Wait on the eager receive: %v, want ErrRequest", err)
+		}
+		return nil
+	})
 }

@@ -44,6 +44,10 @@ type Request struct {
 	// requests that are not on a free list, or that the PML still refers
 	// to.
 	owner Recycler
+	// freed is set by the Wait that gave the request back, so that a
+	// second Wait on it (a misuse: MPI_Wait frees) fails instead of
+	// returning a stale status; a later reuse clears it.
+	freed bool
 }
 
 // Recycler is implemented by a PML's requests that go back to a free list:
@@ -61,6 +65,7 @@ func (r *Request) SetRecycler(o Recycler) { r.owner = o }
 func (r *Request) release() {
 	if o := r.owner; o != nil {
 		r.owner = nil
+		r.freed = true
 		o.Recycle()
 	}
 }
@@ -77,7 +82,7 @@ type RequestOps interface {
 func (r *Request) Init(eng *Engine, ops RequestOps) {
 	r.done.Store(false)
 	r.status = Status{}
-	r.eng, r.ops, r.onDone, r.owner = eng, ops, nil, nil
+	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, ops, nil, nil, false
 }
 
 // InitDone prepares a request that is complete already, with st, for the
@@ -85,7 +90,7 @@ func (r *Request) Init(eng *Engine, ops RequestOps) {
 // operations. Nobody else can see the request yet, so nothing rings.
 func (r *Request) InitDone(eng *Engine, st Status, o Recycler) {
 	r.status = st
-	r.eng, r.ops, r.onDone, r.owner = eng, nil, nil, o
+	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, nil, nil, o, false
 	r.done.Store(true)
 }
 
@@ -162,6 +167,10 @@ func (r *Request) Wait() (Status, error) { return r.WaitContext(nil) }
 func (r *Request) WaitContext(ctx context.Context) (Status, error) {
 	if r == nil {
 		return r.Status(), nil
+	}
+	if r.freed {
+		err := mpierr.Errorf(mpierr.ErrRequest, "pml: Wait on a request that an earlier Wait freed (as MPI_Wait does): wait on a request once")
+		return Status{Source: AnySource, Tag: AnyTag, Err: err}, err
 	}
 	if !r.done.Load() {
 		if err := r.eng.wait(ctx, &r.done, nil, false); err != nil {
