@@ -235,11 +235,21 @@ func (c *Client) receive() (Command, error) {
 	}
 }
 
-// call sends a request and returns its response, which must be named want.
+// call sends a request and returns its response, which must be named want
+// and carry no failing rc, on the client's wire (PMI-1 lines or PMI-2
+// frames).
 func (c *Client) call(req Command, want string) (Command, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if err := c.send(req); err != nil {
+	return c.callLocked(req, want)
+}
+
+func (c *Client) callLocked(req Command, want string) (Command, error) {
+	send, rc := c.send, rcError
+	if c.Version == 2 {
+		send, rc = c.sendFrame, rcError2
+	}
+	if err := send(req); err != nil {
 		return Command{}, err
 	}
 	resp, err := c.receive()
@@ -249,7 +259,7 @@ func (c *Client) call(req Command, want string) (Command, error) {
 	if err := expect(resp, want); err != nil {
 		return Command{}, err
 	}
-	return resp, rcError(resp, req.Name)
+	return resp, rc(resp, req.Name)
 }
 
 // AuthEnv is the variable through which gompi's mpirun gives a remote rank
@@ -391,7 +401,7 @@ func (c *Client) Finalize() error {
 	c.finalized.Store(true)
 	var err error
 	if c.Version == 2 {
-		_, err = c.call2(Cmd("finalize"), "finalize-response")
+		_, err = c.call(Cmd("finalize"), "finalize-response")
 	} else {
 		_, err = c.call(Cmd("finalize"), "finalize_ack")
 	}

@@ -121,7 +121,7 @@ func NewClient2(conn io.ReadWriteCloser, rank, size int, jobID string, o ClientO
 }
 
 func (c *Client) fullinit(rank, size int, jobID string) error {
-	resp, err := c.call2(Cmd("fullinit", "pmijobid", jobID, "pmirank", strconv.Itoa(max(rank, 0)), "threaded", "FALSE"), "fullinit-response")
+	resp, err := c.call(Cmd("fullinit", "pmijobid", jobID, "pmirank", strconv.Itoa(max(rank, 0)), "threaded", "FALSE"), "fullinit-response")
 	if err != nil {
 		return err
 	}
@@ -142,7 +142,7 @@ func (c *Client) fullinit(rank, size int, jobID string) error {
 	if (rank >= 0 && rank != c.Rank) || (size >= 0 && size != c.Size) {
 		return mpierr.Errorf(mpierr.ErrIntern, "pmi2: the server says rank %d of %d, the environment PMI_RANK=%d PMI_SIZE=%d", c.Rank, c.Size, rank, size)
 	}
-	if resp, err = c.call2(Cmd("job-getid"), "job-getid-response"); err != nil {
+	if resp, err = c.call(Cmd("job-getid"), "job-getid-response"); err != nil {
 		return err
 	}
 	c.KVSName, _ = resp.Get("jobid")
@@ -166,28 +166,6 @@ func (c *Client) sendFrame(cmd Command) error {
 		return fmt.Errorf("pmi2: sending %s: %v: %w", cmd.Name, err, ErrLost)
 	}
 	return nil
-}
-
-// call2 sends a PMI-2 request and returns its response, which must be named
-// want and carry rc=0.
-func (c *Client) call2(req Command, want string) (Command, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.call2Locked(req, want)
-}
-
-func (c *Client) call2Locked(req Command, want string) (Command, error) {
-	if err := c.sendFrame(req); err != nil {
-		return Command{}, err
-	}
-	resp, err := c.receive()
-	if err != nil {
-		return Command{}, err
-	}
-	if err := expect(resp, want); err != nil {
-		return Command{}, err
-	}
-	return resp, rcError2(resp, req.Name)
 }
 
 // jobAttr reports whether key names a job attribute (PMI_process_mapping,
@@ -219,7 +197,7 @@ func (c *Client) put2(key, value string) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, err := c.call2Locked(Cmd("kvs-put", "key", key, "value", value), "kvs-put-response"); err != nil {
+	if _, err := c.callLocked(Cmd("kvs-put", "key", key, "value", value), "kvs-put-response"); err != nil {
 		return err
 	}
 	c.pending[key] = value
@@ -238,7 +216,7 @@ func (c *Client) get2(key string) (string, bool, error) {
 	} else if v, ok := c.pending[key]; ok {
 		return v, true, nil
 	}
-	resp, err := c.call2Locked(req, want)
+	resp, err := c.callLocked(req, want)
 	if err != nil {
 		return "", false, err
 	}
@@ -256,7 +234,7 @@ func (c *Client) get2(key string) (string, bool, error) {
 func (c *Client) fence2() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, err := c.call2Locked(Cmd("kvs-fence"), "kvs-fence-response"); err != nil {
+	if _, err := c.callLocked(Cmd("kvs-fence"), "kvs-fence-response"); err != nil {
 		return err
 	}
 	// The server holds every pair put before the fence now.

@@ -498,6 +498,9 @@ func (m *module) takeInPlace(c *comm, src, tag int, buf, frag []byte) (pml.Statu
 	if len(frag) < matchLen || frag[0] != hdrMatch {
 		return pml.Status{}, false
 	}
+	// The MATCH fields are read here rather than by decodeMatch, whose
+	// call and 40-byte result cost this path 23 ns of its ~100
+	// (BenchmarkCostSendRecv).
 	ctx := le.Uint16(frag[2:])
 	hsrc := int32(le.Uint32(frag[4:]))
 	htag := int(int32(le.Uint32(frag[8:])))
