@@ -460,14 +460,6 @@ func (p *Process) Stop() {
 	p.client.Kill()
 }
 
-// Pid is the plugin process's id, 0 when it is not running.
-func (p *Process) Pid() int {
-	if rc := p.client.ReattachConfig(); rc != nil && !p.client.Exited() {
-		return rc.Pid
-	}
-	return 0
-}
-
 // tail keeps the last bytes written to it: a plugin's stderr, for the
 // reason it failed.
 type tail struct {
