@@ -35,6 +35,7 @@ import (
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
 )
 
 // Framework is the coll framework's declaration. Selection may end empty
@@ -47,7 +48,15 @@ var Framework = &mca.Framework{
 	Priorities:  true,
 	AllowEmpty:  true,
 	Check:       check,
+	Params: []params.Def{{
+		Name: ScratchKeepParam, Type: params.Size, Level: 6, Default: "64m",
+		Help: "Bytes of collectives' temporary buffers a communicator keeps between calls, so that large collectives " +
+			"in a loop reuse memory instead of faulting in fresh pages each call; larger needs are allocated per call",
+	}},
 }
+
+// ScratchKeepParam bounds a communicator's Scratch (Scratch.Keep).
+const ScratchKeepParam = "coll_base_scratch_keep"
 
 func init() { mca.RegisterFramework(Framework) }
 
@@ -148,6 +157,10 @@ type Args struct {
 	SendCounts, SendDispls []int
 	// Reducer combines elements for the reductions.
 	Reducer datatype.Reducer
+	// Scratch lends temporary buffers that live with the communicator;
+	// Table.Call sets it. Algorithms Get what they need and Put it back
+	// before they return.
+	Scratch *Scratch
 }
 
 // Func is one slot's function: it runs the operation on this rank and
@@ -249,6 +262,7 @@ func check(c mca.Component) error {
 
 // Table is a communicator's resolved slot table.
 type Table struct {
+	scratch Scratch
 	fns     [NumOps]Func
 	from    [NumOps]string // the component that fills each slot
 	modules []mca.Selected[Module]
@@ -266,6 +280,7 @@ func Resolve(b *mca.Base, comm Comm) (*Table, error) {
 		return nil, fmt.Errorf("coll: communicator %s: %w", comm.Name(), err)
 	}
 	t := &Table{modules: sel}
+	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
 	var missing []string
 	for op := Op(0); op < NumOps; op++ {
 		for _, s := range sel {
@@ -311,6 +326,7 @@ func ResolveInter(b *mca.Base, comm Inter) (*Table, error) {
 		return nil, fmt.Errorf("coll: intercommunicator %s: %w", comm.Name(), err)
 	}
 	t := &Table{modules: sel}
+	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
 	for op := Op(0); op < NumOps; op++ {
 		for _, s := range sel {
 			if f := s.Module.Func(op); f != nil {
@@ -339,7 +355,7 @@ func listOrNone(s []string) string {
 
 // Call runs op on c.
 func (t *Table) Call(op Op, c Comm, a *Args) error {
-	a.Op = op
+	a.Op, a.Scratch = op, &t.scratch
 	if t.fns[op] == nil {
 		return mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll: %s is not implemented on intercommunicators", op)
 	}
@@ -374,6 +390,7 @@ func (t *Table) Close() error {
 		}
 	}
 	t.modules = nil
+	t.scratch.Release()
 	return first
 }
 

@@ -105,8 +105,8 @@ func Reduce(c coll.Comm, a *coll.Args) error {
 	if me != a.Root {
 		return c.Send(in, a.Root, tag)
 	}
-	acc := make([]byte, len(in))
-	tmp := make([]byte, len(in))
+	acc, tmp := a.Scratch.Get(len(in)), a.Scratch.Get(len(in))
+	defer a.Scratch.Put(acc, tmp)
 	for r := n - 1; r >= 0; r-- {
 		src := in
 		if r != me {
@@ -295,7 +295,8 @@ func Scan(c coll.Comm, a *coll.Args) error {
 		copy(a.Recv, a.Send)
 	}
 	if me > 0 {
-		prefix := make([]byte, len(a.Recv))
+		prefix := a.Scratch.Get(len(a.Recv))
+		defer a.Scratch.Put(prefix)
 		if err := coll.RecvExactly(c, prefix, me-1, tag); err != nil {
 			return err
 		}
@@ -312,7 +313,9 @@ func Scan(c coll.Comm, a *coll.Args) error {
 func Exscan(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	tag := coll.Tag(coll.Exscan, 0)
-	mine := append([]byte(nil), a.Input()...)
+	mine := a.Scratch.Get(len(a.Input()))
+	defer a.Scratch.Put(mine)
+	copy(mine, a.Input())
 	if me > 0 {
 		if err := coll.RecvExactly(c, a.Recv, me-1, tag); err != nil {
 			return err
@@ -351,9 +354,10 @@ func ReduceScatter(c coll.Comm, a *coll.Args) error {
 	}
 	var whole []byte
 	if me == 0 {
-		whole = make([]byte, total)
+		whole = a.Scratch.Get(total)
+		defer a.Scratch.Put(whole)
 	}
-	if err := Reduce(c, &coll.Args{Op: coll.Reduce, Send: in[:total], Recv: whole, Root: 0, Reducer: a.Reducer}); err != nil {
+	if err := Reduce(c, &coll.Args{Op: coll.Reduce, Send: in[:total], Recv: whole, Root: 0, Reducer: a.Reducer, Scratch: a.Scratch}); err != nil {
 		return err
 	}
 	return Scatter(c, &coll.Args{Op: coll.Scatterv, Send: whole, Recv: a.Recv[:counts[me]], Root: 0, Counts: counts, Displs: displs})

@@ -27,8 +27,8 @@ func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	if !a.InPlace {
 		copy(work, a.Send)
 	}
-	tmp := make([]byte, len(work))
-	scratch := make([]byte, len(work))
+	tmp, scratch := a.Scratch.Get(len(work)), a.Scratch.Get(len(work))
+	defer a.Scratch.Put(tmp, scratch)
 	newrank, p2, extra, err := fold(c, a, work, tmp, scratch, coll.Allreduce)
 	if err != nil {
 		return err
@@ -103,33 +103,56 @@ func allreduceRabenseifner(c coll.Comm, a *coll.Args) error {
 // the ring twice, reduced on the first lap (reduce-scatter) and copied on
 // the second (allgather): 2(n-1) steps of one block each, the least data
 // any allreduce moves.
+//
+// Out of place, nothing is copied but what crosses: a rank's first send
+// comes from its input, each block arriving on the first lap lands in its
+// place in Recv and takes the rank's input there (out = input op partial;
+// the op commutes), and the second lap fills the last block. Copying the
+// input to Recv first and receiving into a temporary, the textbook way,
+// moved half as much again through memory: at 2 ranks and 1 MiB that copy
+// alone was a third of the time.
 func allreduceRing(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	work := a.Recv
-	if !a.InPlace {
-		copy(work, a.Send)
-	}
 	off, length := coll.Blocks(len(work), a.Reducer.Size, n)
-	block := func(b int) []byte { b = (b%n + n) % n; return work[off[b] : off[b]+length[b]] }
-	tmp := make([]byte, length[0])
+	block := func(buf []byte, b int) []byte { b = (b%n + n) % n; return buf[off[b] : off[b]+length[b]] }
+	var tmp []byte
+	if a.InPlace {
+		tmp = a.Scratch.Get(length[0])
+		defer a.Scratch.Put(tmp)
+	}
 	next, prev := (me+1)%n, (me-1+n)%n
 	tag := coll.Tag(coll.Allreduce, 6)
 	for step := 0; step < n-1; step++ {
 		sb, rb := me-step, me-step-1
-		in := tmp[:len(block(rb))]
-		got, err := coll.Exchange(c, block(sb), next, in, prev, tag)
+		out := block(work, sb)
+		if step == 0 && !a.InPlace {
+			out = block(a.Send, sb)
+		}
+		in := block(work, rb)
+		if a.InPlace {
+			in = tmp[:len(in)]
+		}
+		got, err := coll.Exchange(c, out, next, in, prev, tag)
 		if err != nil {
 			return err
 		}
 		if err := coll.Exactly(c, got, len(in), prev); err != nil {
 			return err
 		}
-		a.Reducer.Apply(in, block(rb))
+		if a.InPlace {
+			a.Reducer.Apply(in, block(work, rb))
+		} else {
+			a.Reducer.Apply(block(a.Send, rb), in)
+		}
+	}
+	if n == 1 && !a.InPlace {
+		copy(work, a.Send)
 	}
 	tag = coll.Tag(coll.Allreduce, 7)
 	for step := 0; step < n-1; step++ {
 		sb, rb := me+1-step, me-step
-		if _, err := coll.Exchange(c, block(sb), next, block(rb), prev, tag); err != nil {
+		if _, err := coll.Exchange(c, block(work, sb), next, block(work, rb), prev, tag); err != nil {
 			return err
 		}
 	}
@@ -164,8 +187,9 @@ func reduceScatterAllreduce(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		in = a.Recv[:total]
 	}
-	whole := make([]byte, total)
-	if err := allreduceRecursiveDoubling(c, &coll.Args{Op: coll.Allreduce, Send: in[:total], Recv: whole, Reducer: a.Reducer}); err != nil {
+	whole := a.Scratch.Get(total)
+	defer a.Scratch.Put(whole)
+	if err := allreduceRecursiveDoubling(c, &coll.Args{Op: coll.Allreduce, Send: in[:total], Recv: whole, Reducer: a.Reducer, Scratch: a.Scratch}); err != nil {
 		return err
 	}
 	copy(a.Recv[:counts[me]], whole[at:at+counts[me]])

@@ -63,12 +63,11 @@ func alltoallBruck(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		send = a.Recv
 	}
-	tmp := make([]byte, n*bs)
+	tmp, pack, in := a.Scratch.Get(n*bs), a.Scratch.Get(n*bs), a.Scratch.Get(n*bs)
+	defer a.Scratch.Put(tmp, pack, in)
 	for i := 0; i < n; i++ {
 		copy(tmp[i*bs:], send[((me+i)%n)*bs:((me+i)%n+1)*bs])
 	}
-	pack := make([]byte, n*bs)
-	in := make([]byte, n*bs)
 	tag := coll.Tag(coll.Alltoall, 2)
 	for k := 1; k < n; k <<= 1 {
 		cnt := 0
@@ -107,14 +106,16 @@ func scanRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	exclusive := a.Op == coll.Exscan
 	in := a.Input()
-	partial := append([]byte(nil), in...)
+	partial := a.Scratch.Get(len(in))
+	defer a.Scratch.Put(partial)
+	copy(partial, in)
 	result := a.Recv
 	have := !exclusive // the prefix so far: my input for scan, nothing yet for exscan
 	if !exclusive && !a.InPlace {
 		copy(result, in)
 	}
-	tmp := make([]byte, len(in))
-	scratch := make([]byte, len(in))
+	tmp, scratch := a.Scratch.Get(len(in)), a.Scratch.Get(len(in))
+	defer a.Scratch.Put(tmp, scratch)
 	tag := coll.Tag(a.Op, 1)
 	for mask := 1; mask < n; mask <<= 1 {
 		partner := me ^ mask

@@ -53,7 +53,8 @@ func allgatherRing(c coll.Comm, a *coll.Args) error {
 func allgatherBruck(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	bs := gatherBlock(c, a, true)
-	buf := make([]byte, n*bs)
+	buf := a.Scratch.Get(n * bs)
+	defer a.Scratch.Put(buf)
 	if a.InPlace {
 		copy(buf, a.Recv[me*bs:(me+1)*bs])
 	} else {
@@ -119,7 +120,8 @@ func gatherBinomial(c coll.Comm, a *coll.Args) error {
 		sub <<= 1
 	}
 	size := min(sub, n-vr)
-	buf := make([]byte, size*bs)
+	buf := a.Scratch.Get(size * bs)
+	defer a.Scratch.Put(buf)
 	if me == a.Root && a.InPlace {
 		copy(buf, a.Recv[me*bs:(me+1)*bs])
 	} else {
@@ -153,7 +155,8 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 		sub <<= 1
 	}
 	size := min(sub, n-vr)
-	buf := make([]byte, size*bs)
+	buf := a.Scratch.Get(size * bs)
+	defer a.Scratch.Put(buf)
 	if vr == 0 {
 		for i := 0; i < n; i++ {
 			copy(buf[i*bs:], a.Send[abs(i, a.Root, n)*bs:(abs(i, a.Root, n)+1)*bs])

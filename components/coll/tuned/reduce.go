@@ -19,9 +19,9 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 	}
 	vr := rel(me, center, n)
 	in := a.Input()
-	acc := append([]byte(nil), in...)
-	tmp := make([]byte, len(acc))
-	scratch := make([]byte, len(acc))
+	acc, tmp, scratch := a.Scratch.Get(len(in)), a.Scratch.Get(len(in)), a.Scratch.Get(len(in))
+	defer a.Scratch.Put(acc, tmp, scratch)
+	copy(acc, in)
 	for mask := 1; mask < n; mask <<= 1 {
 		if vr&mask != 0 {
 			if err := c.Send(acc, abs(vr-mask, center, n), tag); err != nil {
@@ -58,7 +58,9 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 func reduceRabenseifner(c coll.Comm, a *coll.Args) error {
 	me := c.Rank()
 	in := a.Input()
-	work := append([]byte(nil), in...)
+	work := a.Scratch.Get(len(in))
+	defer a.Scratch.Put(work)
+	copy(work, in)
 	rs, err := reduceScatterHalving(c, a, work, coll.Reduce)
 	if err != nil {
 		return err
@@ -133,8 +135,8 @@ func fold(c coll.Comm, a *coll.Args, work, tmp, scratch []byte, op coll.Op) (new
 // its partner and combines the partner's half of its own. Blocks are cut
 // with coll.Blocks over p2 parts. Ops must be commutative.
 func reduceScatterHalving(c coll.Comm, a *coll.Args, work []byte, op coll.Op) (*halving, error) {
-	tmp := make([]byte, len(work))
-	scratch := make([]byte, len(work))
+	tmp, scratch := a.Scratch.Get(len(work)), a.Scratch.Get(len(work))
+	defer a.Scratch.Put(tmp, scratch)
 	newrank, p2, extra, err := fold(c, a, work, tmp, scratch, op)
 	if err != nil {
 		return nil, err
