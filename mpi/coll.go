@@ -9,6 +9,7 @@ import (
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
 )
 
 // Op is a reduction operation: one of the predefined ops below, or a user
@@ -85,6 +86,15 @@ func (x collComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {
 func (x collComm) Irecv(buf []byte, src, tag int) (*pml.Request, error) {
 	return x.c.inst.p2p.pml.Irecv(&x.c.pc, buf, src, tag)
 }
+
+// The coll.Node methods, for components that work through shared memory
+// (they check themselves that every rank is on this node).
+
+func (x collComm) Runtime() *rte.Runtime { return x.c.inst.rt }
+
+func (x collComm) WorldRank(r int) int { return x.c.pc.Group.World(r) }
+
+func (x collComm) Until(cond func() bool) error { return x.c.inst.p2p.pml.Engine().Until(nil, cond) }
 
 // CollTable says which component fills each collective slot of c, as
 // "barrier=tuned bcast=tuned …" (coll_base_verbose 10 logs the same).

@@ -10,6 +10,7 @@ import (
 	btltcp "github.com/gompi/gompi/components/btl/tcp"
 	collbasic "github.com/gompi/gompi/components/coll/basic"
 	collself "github.com/gompi/gompi/components/coll/self"
+	collsm "github.com/gompi/gompi/components/coll/sm"
 	colltofu "github.com/gompi/gompi/components/coll/tofu"
 	colltuned "github.com/gompi/gompi/components/coll/tuned"
 	groupdense "github.com/gompi/gompi/components/group/dense"
@@ -31,6 +32,7 @@ func init() {
 		&btltcp.Component{},
 		&collbasic.Component{},
 		&collself.Component{},
+		&collsm.Component{},
 		&colltofu.Component{},
 		&colltuned.Component{},
 		&groupdense.Component{},

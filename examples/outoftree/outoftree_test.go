@@ -31,8 +31,9 @@ var slotTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORLD s
 
 // The linked example, built in its own module with `go build`, runs under
 // mpirun on 4 ranks: the verbose slot table has the barrier from its
-// component and every other slot from gompi's (tuned, and basic for the
-// gatherv and scatterv tuned leaves empty); its Allreduce is right.
+// component and every other slot from gompi's (tuned, basic for the
+// gatherv and scatterv tuned leaves empty, sm over tuned for bcast, reduce
+// and allreduce); its Allreduce is right.
 func TestLinkedComponent(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "linked")
@@ -64,6 +65,8 @@ func TestLinkedComponent(t *testing.T) {
 				want = "ringbarrier"
 			case "gatherv", "scatterv":
 				want = "basic"
+			case "bcast", "reduce", "allreduce":
+				want = "sm>tuned" // small ones through the node's shared segment
 			}
 			if from != want {
 				t.Errorf("rank %s: %s from %s, want %s", m[1], op, from, want)
@@ -112,6 +115,8 @@ func runCollectives(t *testing.T, wantBarrier string, args ...string) string {
 				want = wantBarrier
 			case "gatherv", "scatterv":
 				want = "basic"
+			case "bcast", "reduce", "allreduce":
+				want = "sm>tuned" // small ones through the node's shared segment
 			}
 			if from != want {
 				t.Errorf("rank %s: %s from %s, want %s", m[1], op, from, want)
@@ -132,7 +137,7 @@ func TestPluginComponent(t *testing.T) {
 	if n := len(slotTable.FindAllString(stderr, -1)); n != 4 {
 		t.Errorf("%d ranks logged the world's slot table, want 4:\n%s", n, stderr)
 	}
-	runCollectives(t, "tofu", "--mca", "mca_base_component_path", dir, "--mca", "coll_plugbarrier_enable", "0")
+	runCollectives(t, "sm>tofu", "--mca", "mca_base_component_path", dir, "--mca", "coll_plugbarrier_enable", "0")
 
 	out, err := exec.Command(bin.ompiInfo, "--mca", "mca_base_component_path", dir, "--param", "coll", "plugbarrier", "--level", "9").CombinedOutput()
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/rte"
 )
 
 // Framework is the coll framework's declaration. Selection may end empty
@@ -237,6 +238,33 @@ type Module interface {
 	Func(op Op) Func
 }
 
+// Stacker is implemented by modules that fill a slot for some calls only
+// (small messages, say) and hand the others to the module below them:
+// Resolve calls Stack for every slot the module fills, with the function
+// of the next module down that fills it (nil when none does). Open MPI's
+// coll modules keep their predecessor's function the same way.
+type Stacker interface {
+	Stack(op Op, below Func)
+}
+
+// Node is implemented by communicators whose ranks all run on this
+// process's node (package mpi's, where that holds), for components that
+// work through shared memory.
+type Node interface {
+	Comm
+	// Runtime is the instance's runtime: the job (its id names shared
+	// files) and the bell that sleeping ranks wait on.
+	Runtime() *rte.Runtime
+	// WorldRank is the job-wide rank of the communicator's rank r.
+	WorldRank(r int) int
+	// Until waits through the instance's progress engine until cond holds,
+	// polling, yielding and sleeping as its wait policy says, so that a
+	// wait on shared memory behaves as every other blocking call. Writers
+	// of what cond reads ring sleeping readers (rte.Bell.RingPeer) after
+	// publishing.
+	Until(cond func() bool) error
+}
+
 // Closer is implemented by modules that hold resources: Close is called
 // when the communicator is freed.
 type Closer interface {
@@ -265,6 +293,7 @@ type Table struct {
 	scratch Scratch
 	fns     [NumOps]Func
 	from    [NumOps]string // the component that fills each slot
+	under   [NumOps]string // the one below it, when that is a Stacker
 	modules []mca.Selected[Module]
 }
 
@@ -281,14 +310,9 @@ func Resolve(b *mca.Base, comm Comm) (*Table, error) {
 	}
 	t := &Table{modules: sel}
 	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
+	t.fill()
 	var missing []string
 	for op := Op(0); op < NumOps; op++ {
-		for _, s := range sel {
-			if f := s.Module.Func(op); f != nil {
-				t.fns[op], t.from[op] = f, s.Entry.Info.Name
-				break
-			}
-		}
 		if t.fns[op] == nil {
 			missing = append(missing, op.String())
 		}
@@ -327,14 +351,7 @@ func ResolveInter(b *mca.Base, comm Inter) (*Table, error) {
 	}
 	t := &Table{modules: sel}
 	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
-	for op := Op(0); op < NumOps; op++ {
-		for _, s := range sel {
-			if f := s.Module.Func(op); f != nil {
-				t.fns[op], t.from[op] = f, s.Entry.Info.Name
-				break
-			}
-		}
-	}
+	t.fill()
 	if t.fns[Barrier] == nil {
 		t.Close()
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound,
@@ -344,6 +361,36 @@ func ResolveInter(b *mca.Base, comm Inter) (*Table, error) {
 		log.Log(mca.VerboseComponent, "slot table", "comm", comm.Name(), "size", comm.Size(), "remote_size", comm.RemoteSize(), "table", t.String())
 	}
 	return t, nil
+}
+
+// fill gives each slot the function of the highest-priority module that
+// fills it, and tells every Stacker that fills a slot what lies below it.
+func (t *Table) fill() {
+	for op := Op(0); op < NumOps; op++ {
+		var fillers []mca.Selected[Module]
+		var fns []Func
+		for _, s := range t.modules {
+			if f := s.Module.Func(op); f != nil {
+				fillers, fns = append(fillers, s), append(fns, f)
+			}
+		}
+		if len(fillers) == 0 {
+			continue
+		}
+		t.fns[op], t.from[op] = fns[0], fillers[0].Entry.Info.Name
+		if _, stacks := fillers[0].Module.(Stacker); stacks && len(fillers) > 1 {
+			t.under[op] = fillers[1].Entry.Info.Name
+		}
+		for i, s := range fillers {
+			if st, ok := s.Module.(Stacker); ok {
+				var below Func
+				if i+1 < len(fns) {
+					below = fns[i+1]
+				}
+				st.Stack(op, below)
+			}
+		}
+	}
 }
 
 func listOrNone(s []string) string {
@@ -366,13 +413,17 @@ func (t *Table) Call(op Op, c Comm, a *Args) error {
 func (t *Table) From(op Op) string { return t.from[op] }
 
 // String lists the slots as "op=component", in table order: what
-// coll_base_verbose prints per communicator.
+// coll_base_verbose prints per communicator. A slot whose module passes
+// some calls to the module below (a Stacker) shows both: "op=sm>tuned".
 func (t *Table) String() string {
 	parts := make([]string, NumOps)
 	for op := Op(0); op < NumOps; op++ {
 		from := t.from[op]
 		if from == "" {
 			from = "none"
+		}
+		if t.under[op] != "" {
+			from += ">" + t.under[op]
 		}
 		parts[op] = op.String() + "=" + from
 	}

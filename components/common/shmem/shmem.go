@@ -177,6 +177,23 @@ func (o Owner) Create(name string, size int) (*Segment, error) {
 // callers say whose it is.
 func Open(name string, size int) (*Segment, error) { return Owner{}.open(name, size) }
 
+// OpenShared is Open through the owner's Maps: a file another goroutine
+// rank of the process holds is not mapped again.
+func (o Owner) OpenShared(name string, size int) (*Segment, error) { return o.open(name, size) }
+
+// ValidPath reports whether name is a segment file's path as Path makes
+// them: in Dir, named gompi-<job>-<rest>, with nothing that leaves Dir.
+// Check a name a peer sent before opening it.
+func ValidPath(name string) bool {
+	dir, file := filepath.Split(name)
+	if filepath.Clean(dir) != Dir || !strings.HasPrefix(file, "gompi-") || len(file) > 255 {
+		return false
+	}
+	return !strings.ContainsFunc(file, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.' || r == '-')
+	}) && !strings.Contains(file, "..")
+}
+
 // open is Open through the owner's Maps: a file another goroutine rank of
 // the process holds is not mapped again.
 func (o Owner) open(name string, size int) (*Segment, error) {

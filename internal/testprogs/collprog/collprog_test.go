@@ -31,7 +31,11 @@ func job(t *testing.T, args ...string) (stdout, stderr string, ok bool) {
 // table is the slot table with barrier from one module and every other
 // operation from another, as Table.String prints it; tuned leaves gatherv
 // and scatterv to basic.
-func table(barrier, rest string) string {
+func table(barrier, rest string) string { return smTable(false, barrier, rest) }
+
+// smTable is table, with sm on top (sm) of barrier, bcast, reduce and
+// allreduce, passing what it does not carry to the module below.
+func smTable(sm bool, barrier, rest string) string {
 	var s []string
 	for _, op := range coll.Ops() {
 		m := rest
@@ -41,6 +45,9 @@ func table(barrier, rest string) string {
 		case rest == "tuned" && (op == coll.Gatherv || op == coll.Scatterv):
 			m = "basic"
 		}
+		if sm && (op == coll.Barrier || op == coll.Bcast || op == coll.Reduce || op == coll.Allreduce) {
+			m = "sm>" + m
+		}
 		s = append(s, fmt.Sprintf("%s=%s", op, m))
 	}
 	return strings.Join(s, " ")
@@ -49,9 +56,11 @@ func table(barrier, rest string) string {
 var verboseTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORLD size=\d+ table="([^"]*)"`)
 
 // The suite passes between processes with each selection, and the slot
-// table coll_base_verbose=10 prints says which module fills each slot: the
-// tofu module the barrier (where the LLP reaches every rank), the highest
-// module that fills it every other slot.
+// table coll_base_verbose=10 prints says which module fills each slot: sm
+// the small barrier, bcast, reduce and allreduce where every rank is on the
+// node and shared memory is allowed, over the tofu module's barrier (where
+// the LLP reaches every rank), and the highest module that fills it every
+// other slot.
 func TestSelectionsUnderMpirun(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -59,11 +68,12 @@ func TestSelectionsUnderMpirun(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"default", 4, []string{"--mca", "btl", "self,shm"}, table("tofu", "tuned")},
+		{"default", 4, []string{"--mca", "btl", "self,shm"}, smTable(true, "tofu", "tuned")},
+		{"no-sm", 4, []string{"--mca", "btl", "self,shm", "--mca", "coll", "^sm"}, table("tofu", "tuned")},
 		{"tcp", 3, []string{"--mca", "btl", "self,tcp"}, table("tuned", "tuned")},
-		{"no-llp", 3, []string{"--mca", "btl", "self,shm", "--mca", "llp", "^tofu"}, table("tuned", "tuned")},
+		{"no-llp", 3, []string{"--mca", "btl", "self,shm", "--mca", "llp", "^tofu"}, smTable(true, "tuned", "tuned")},
 		{"basic", 4, []string{"--mca", "coll", "basic"}, table("basic", "basic")},
-		{"not-tuned", 4, []string{"--mca", "coll", "^tuned"}, table("tofu", "basic")},
+		{"not-tuned", 4, []string{"--mca", "coll", "^tuned"}, smTable(true, "tofu", "basic")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if testing.Short() && c.name != "default" {

@@ -1,0 +1,369 @@
+package sm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/rte"
+)
+
+// The segment's layout. Words written by different ranks sit a line
+// apart (128 bytes: two cache lines, as the adjacent-line prefetcher pulls
+// pairs), so that a rank's store costs its readers one line.
+//
+//	0                  header: magic, version, ranks, slot bytes
+//	line*(1+r)         rank r's control: sequence number, then sleep count
+//	line*(1+n) + ...   rank r's slots: parity 0 at (2r)*slot, 1 at (2r+1)*slot
+const (
+	line       = 128
+	magic      = 0x4d53434f49504d47 // "GMPIOCSM"
+	version    = 1
+	offMagic   = 0
+	offVersion = 8
+	offRanks   = 12
+	offSlot    = 16
+	offSleep   = 64 // within a control line
+)
+
+func segmentSize(n, slot int) int { return line*(1+n) + 2*n*slot }
+
+// Setup states.
+const (
+	unset = iota
+	on
+	off // setting up failed: every call goes below
+)
+
+// The setup's message tags: phases no other algorithm of barrier uses.
+var (
+	tagName    = coll.Tag(coll.Barrier, 13)
+	tagMapped  = coll.Tag(coll.Barrier, 14)
+	tagVerdict = coll.Tag(coll.Barrier, 15)
+)
+
+// module is sm for one communicator.
+type module struct {
+	node     coll.Node
+	log      *mca.Logger
+	me, n    int
+	maxBytes int // coll_sm_max_bytes
+	slot     int // maxBytes rounded up to whole lines
+	below    [coll.NumOps]coll.Func
+	slots    coll.Slots
+
+	state  int
+	seg    *shmem.Segment
+	seqs   []*atomic.Uint64
+	sleeps []*atomic.Uint64
+	bell   *rte.Bell
+	worlds []int // world ranks, to ring sleepers
+	// armMu guards mine against Close: another goroutine's wait may arm
+	// and disarm the bell's watchers while this communicator is freed.
+	armMu sync.Mutex
+	mine  *atomic.Uint64 // this rank's sleep count; nil once closed
+
+	// epoch is the number of the last operation; seen is the least
+	// sequence number every rank had reached when last looked at.
+	epoch, seen uint64
+	// What arrived waits for: every rank at want, or only rank root.
+	want    uint64
+	root    int
+	arrived func() bool // bound once: a method value per wait would allocate
+}
+
+func newModule(node coll.Node, log *mca.Logger, maxBytes int) *module {
+	m := &module{node: node, log: log, me: node.Rank(), n: node.Size(), maxBytes: maxBytes, slot: roundUp(maxBytes, line)}
+	m.arrived = m.arrivedNow
+	m.slots[coll.Barrier] = m.barrier
+	if maxBytes > 0 {
+		m.slots[coll.Bcast] = m.bcast
+		m.slots[coll.Reduce] = m.reduce
+		m.slots[coll.Allreduce] = m.allreduce
+	}
+	return m
+}
+
+func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
+
+// Stack keeps the function of the module below, for messages over
+// coll_sm_max_bytes and for a segment that could not be made.
+func (m *module) Stack(op coll.Op, below coll.Func) { m.below[op] = below }
+
+// passOn runs op with the module below; without one, sm cannot run it.
+func (m *module) passOn(op coll.Op, c coll.Comm, a *coll.Args, why string) error {
+	if f := m.below[op]; f != nil {
+		return f(c, a)
+	}
+	return mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll sm: %s on %s: %s, and no module below sm fills %s", op, c.Name(), why, op)
+}
+
+// ready sets the segment up at the first call that needs it; false means
+// sm cannot run (the reason was logged once).
+func (m *module) ready(c coll.Comm) (bool, error) {
+	if m.state == unset {
+		if err := m.setup(c); err != nil {
+			return false, err
+		}
+	}
+	return m.state == on, nil
+}
+
+// setup: rank 0 makes the segment and sends its name; every other rank
+// maps it and says whether it could; rank 0 removes the file and sends the
+// verdict, so that all use sm or none does. An error is a failed message
+// (a lost peer); a segment that cannot be made or mapped is no error: the
+// communicator's collectives go below, with a warning.
+func (m *module) setup(c coll.Comm) error {
+	rt := m.node.Runtime()
+	job := rt.Job()
+	size := segmentSize(m.n, m.slot)
+	owner := shmem.Owner{Name: "coll sm", Maps: shmem.MapsFor(rt)}
+	var problem error
+	if m.me == 0 {
+		name := shmem.Path(job.ID, fmt.Sprintf("collsm-%016x", rand.Uint64()))
+		seg, err := owner.Create(name, size)
+		if err == nil {
+			m.seg = seg
+			le := binary.LittleEndian
+			le.PutUint32(seg.Mem[offVersion:], version)
+			le.PutUint32(seg.Mem[offRanks:], uint32(m.n))
+			le.PutUint64(seg.Mem[offSlot:], uint64(m.slot))
+			le.PutUint64(seg.Mem[offMagic:], magic)
+		} else {
+			name, problem = "", err
+		}
+		for r := 1; r < m.n; r++ {
+			if err := c.Send([]byte(name), r, tagName); err != nil {
+				m.unmap()
+				return err
+			}
+		}
+		verdict := []byte{1}
+		if m.seg == nil {
+			verdict[0] = 0
+		}
+		for r := 1; r < m.n; r++ {
+			var ok [1]byte
+			if _, err := c.Recv(ok[:], r, tagMapped); err != nil {
+				m.unmap()
+				return err
+			}
+			if ok[0] == 0 {
+				verdict[0] = 0
+				if problem == nil {
+					problem = fmt.Errorf("rank %d could not map %s", r, name)
+				}
+			}
+		}
+		if m.seg != nil {
+			if err := owner.Unlink(m.seg.Name); err != nil && problem == nil {
+				verdict[0], problem = 0, err
+			}
+		}
+		for r := 1; r < m.n; r++ {
+			if err := c.Send(verdict, r, tagVerdict); err != nil {
+				m.unmap()
+				return err
+			}
+		}
+		return m.settle(verdict[0] == 1, problem)
+	}
+	var buf [256]byte
+	k, err := c.Recv(buf[:], 0, tagName)
+	if err != nil {
+		return err
+	}
+	ok := []byte{0}
+	if k > 0 {
+		if problem = m.attach(owner, string(buf[:k]), size); problem == nil {
+			ok[0] = 1
+		}
+	} else {
+		problem = fmt.Errorf("rank 0 could not make the segment")
+	}
+	if err := c.Send(ok, 0, tagMapped); err != nil {
+		m.unmap()
+		return err
+	}
+	var verdict [1]byte
+	if _, err := c.Recv(verdict[:], 0, tagVerdict); err != nil {
+		m.unmap()
+		return err
+	}
+	if verdict[0] == 1 && problem == nil {
+		return m.settle(true, nil)
+	}
+	if problem == nil {
+		problem = fmt.Errorf("another rank could not map the segment")
+	}
+	return m.settle(false, problem)
+}
+
+// attach maps the segment rank 0 made and checks that it is what this
+// module expects.
+func (m *module) attach(owner shmem.Owner, name string, size int) error {
+	if !shmem.ValidPath(name) {
+		return fmt.Errorf("rank 0 named %q, not a segment file", name)
+	}
+	seg, err := owner.OpenShared(name, size)
+	if err != nil {
+		return err
+	}
+	le := binary.LittleEndian
+	if le.Uint64(seg.Mem[offMagic:]) != magic || le.Uint32(seg.Mem[offVersion:]) != version ||
+		le.Uint32(seg.Mem[offRanks:]) != uint32(m.n) || le.Uint64(seg.Mem[offSlot:]) != uint64(m.slot) {
+		seg.Unmap()
+		return fmt.Errorf("%s is not a coll sm segment of %d ranks and %d-byte slots (version %d)", name, m.n, m.slot, version)
+	}
+	m.seg = seg
+	return nil
+}
+
+// settle starts using the segment, or drops it and says why.
+func (m *module) settle(use bool, problem error) error {
+	if !use {
+		m.unmap()
+		m.state = off
+		m.log.Warn("no shared segment for the communicator's collectives: they go to the modules below",
+			"comm", m.node.Name(), "reason", problem)
+		return nil
+	}
+	m.seqs, m.sleeps = make([]*atomic.Uint64, m.n), make([]*atomic.Uint64, m.n)
+	owner := shmem.Owner{Name: "coll sm"}
+	for r := 0; r < m.n; r++ {
+		var err error
+		if m.seqs[r], err = owner.Word(m.seg.Mem, line*(1+r)); err == nil {
+			m.sleeps[r], err = owner.Word(m.seg.Mem, line*(1+r)+offSleep)
+		}
+		if err != nil {
+			return mpierr.Errorf(mpierr.ErrIntern, "coll sm: %w", err)
+		}
+	}
+	m.worlds = make([]int, m.n)
+	for r := range m.worlds {
+		m.worlds[r] = m.node.WorldRank(r)
+	}
+	m.bell = m.node.Runtime().Bell()
+	m.mine = m.sleeps[m.me]
+	m.bell.Watch(m)
+	m.state = on
+	m.log.Log(mca.VerboseInfo, "shared segment mapped", "comm", m.node.Name(), "ranks", m.n, "slot_bytes", m.slot)
+	return nil
+}
+
+func (m *module) unmap() {
+	if m.seg != nil {
+		m.seg.Unmap()
+		m.seg = nil
+	}
+}
+
+// Close stops watching and unmaps the segment, when the communicator is
+// freed.
+func (m *module) Close() error {
+	if m.state == on {
+		m.bell.Unwatch(m)
+		m.state = off
+	}
+	m.armMu.Lock()
+	m.mine = nil
+	m.unmap()
+	m.armMu.Unlock()
+	return nil
+}
+
+// Arm and Disarm make the module a Watcher of the instance's bell: while
+// a goroutine of this process sleeps, the rank's sleep count is non-zero
+// and peers that publish ring it. A sleeper that armed before Close
+// disarms after it: then there is nothing left to disarm.
+func (m *module) Arm() {
+	m.armMu.Lock()
+	if m.mine != nil {
+		m.mine.Add(1)
+	}
+	m.armMu.Unlock()
+}
+
+func (m *module) Disarm() {
+	m.armMu.Lock()
+	if m.mine != nil {
+		m.mine.Add(^uint64(0))
+	}
+	m.armMu.Unlock()
+}
+
+// data is rank r's slot for operation k.
+func (m *module) data(r int, k uint64) []byte {
+	at := line*(1+m.n) + (2*r+int(k&1))*m.slot
+	return m.seg.Mem[at : at+m.slot]
+}
+
+// publish announces operation k: this rank's slot of k is written (when
+// it has one), and it is done reading the slots of k-1. Peers asleep are
+// rung after the store (the bell's rule: publish, then look).
+func (m *module) publish(k uint64) {
+	m.seqs[m.me].Store(k)
+	for r, s := range m.sleeps {
+		if r != m.me && s.Load() != 0 {
+			m.bell.RingPeer(m.worlds[r])
+		}
+	}
+}
+
+// arrivedNow reports whether what the current wait wants has arrived.
+func (m *module) arrivedNow() bool {
+	if m.root >= 0 {
+		return m.seqs[m.root].Load() >= m.want
+	}
+	for _, s := range m.seqs {
+		if s.Load() < m.want {
+			return false
+		}
+	}
+	return true
+}
+
+// waitAll waits until every rank has published k.
+func (m *module) waitAll(k uint64) error {
+	if m.seen >= k {
+		return nil
+	}
+	m.want, m.root = k, -1
+	if !m.arrivedNow() {
+		if err := m.node.Until(m.arrived); err != nil {
+			return err
+		}
+	}
+	m.seen = k
+	return nil
+}
+
+// waitFor waits until rank r has published k.
+func (m *module) waitFor(r int, k uint64) error {
+	m.want, m.root = k, r
+	if m.arrivedNow() {
+		return nil
+	}
+	return m.node.Until(m.arrived)
+}
+
+// begin numbers a new operation; a rank that will write its slot first
+// waits until every rank has started the previous one, hence finished
+// reading the slot it is about to reuse.
+func (m *module) begin(writes bool) (uint64, error) {
+	m.epoch++
+	k := m.epoch
+	if writes && k > 1 {
+		if err := m.waitAll(k - 1); err != nil {
+			return 0, err
+		}
+	}
+	return k, nil
+}

@@ -1,0 +1,100 @@
+// Package sm is the coll component that runs the small collectives of a
+// communicator whose ranks share one node through a segment of shared
+// memory of its own, without point-to-point messages (Open MPI's coll/sm).
+//
+// Each rank owns a control word, its sequence number, and two data slots
+// (one per parity of the operation's number). An operation k writes the
+// rank's contribution into its slot of parity k, stores k as its sequence
+// number, and waits until the sequence numbers it needs reach k; readers
+// then read the slots in place. Alternating the slots means a rank never
+// waits for readers to finish: to write slot parity k it needs everyone to
+// have started operation k-1, hence to be done reading k-2, which it knows
+// from their sequence numbers. A barrier is the same without data: one
+// store and one cache line per peer to read, where a barrier of messages
+// costs a send and a matched receive per round.
+//
+// It fills barrier, bcast, reduce and allreduce, for messages up to
+// coll_sm_max_bytes; larger ones go to the module below (tuned), as Open
+// MPI's modules pass on what they do not do. The segment is made at a
+// communicator's first collective that uses it, not when the communicator
+// is made, so that communicators that never run one cost nothing; its file
+// is removed as soon as every rank has mapped it.
+package sm
+
+import (
+	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
+)
+
+// Priority is sm's default priority: above tofu (40) and tuned (30), whose
+// message-based algorithms it replaces for small messages on one node.
+const Priority = 50
+
+// MaxBytesParam bounds the messages sm carries.
+const MaxBytesParam = "coll_sm_max_bytes"
+
+// maxSlot bounds coll_sm_max_bytes: the segment holds two slots per rank.
+const maxSlot = 1 << 20
+
+// Component is the sm coll component.
+type Component struct {
+	maxBytes *params.Param
+}
+
+// Info describes the component.
+func (c *Component) Info() mca.Info {
+	return mca.Info{Framework: "coll", Name: "sm", Version: mca.GompiVersion, API: coll.Framework.API, Priority: Priority}
+}
+
+// Register declares the slot size.
+func (c *Component) Register(r *mca.Registrar) {
+	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Level: 5, Default: "8k",
+		Help: "Largest message (bytes per rank) that bcast, reduce and allreduce carry through the communicator's " +
+			"shared segment; larger ones go to the module below. 0 leaves sm the barrier only. At most 1m; " +
+			"the segment holds two slots of this size per rank"})
+}
+
+// Query accepts intracommunicators of two ranks or more that all run on
+// this node, where shared memory is allowed.
+func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error) {
+	slot := b.Get(c.maxBytes).Uint()
+	if slot > maxSlot {
+		return 0, nil, mpierr.Errorf(mpierr.ErrArg, "coll sm: %s = %d: accepted: 0 to %d (1m)", MaxBytesParam, slot, maxSlot)
+	}
+	n := comm.Size()
+	if n < 2 {
+		return 0, nil, mca.Decline("communicator %s has one rank: self serves it", comm.Name())
+	}
+	node, ok := comm.(coll.Node)
+	if !ok {
+		return 0, nil, mca.Decline("communicator %s offers no shared memory", comm.Name())
+	}
+	rt := node.Runtime()
+	job := rt.Job()
+	for r := 0; r < n; r++ {
+		if w := node.WorldRank(r); job.NodeOf[w] != job.NodeIndex {
+			return 0, nil, mca.Decline("rank %d of %s (world rank %d) runs on another node", r, comm.Name(), w)
+		}
+	}
+	// As llp tofu: a user who kept shm out of the transports keeps shared
+	// memory out altogether.
+	if sel := b.Lookup("btl"); len(sel.List()) > 0 {
+		exclude, names, _ := mca.ParseSelection(sel.List())
+		listed := false
+		for _, name := range names {
+			listed = listed || name == "shm"
+		}
+		if exclude == listed {
+			return 0, nil, mca.Decline("btl = %q (source: %s) leaves out shm, and sm uses shared memory as shm does", sel.String(), sel.Source)
+		}
+	}
+	if err := shmem.Usable(job.ID); err != nil {
+		return 0, nil, err
+	}
+	return Priority, newModule(node, b.Logger("coll").Named("sm"), int(slot)), nil
+}
+
+func roundUp(v, to int) int { return (v + to - 1) / to * to }

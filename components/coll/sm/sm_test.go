@@ -1,0 +1,180 @@
+package sm_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// first is associative and not commutative: x op y = x. Reduced in rank
+// order it gives rank 0's value; any other order gives another.
+var first = mpi.NewOp("first", func(in, inout []int64) { copy(inout, in) }, false)
+
+// checkOne runs one collective, chosen by what, on c and checks it. Every
+// rank passes the same what, count and root (from a shared seed).
+func checkOne(c *mpi.Comm, what, count, root, iter int) error {
+	me, n := c.Rank(), c.Size()
+	val := func(r, i int) int64 { return int64(r*1000 + i + iter) }
+	switch what {
+	case 0:
+		return c.Barrier()
+	case 1:
+		buf := make([]int64, count)
+		if me == root {
+			for i := range buf {
+				buf[i] = val(root, i)
+			}
+		}
+		if err := mpi.Bcast(c, buf, root); err != nil {
+			return err
+		}
+		for i, v := range buf {
+			if v != val(root, i) {
+				return fmt.Errorf("iteration %d: bcast of %d from %d: element %d is %d, want %d", iter, count, root, i, v, val(root, i))
+			}
+		}
+	case 2, 3:
+		send, recv := make([]int64, count), make([]int64, count)
+		for i := range send {
+			send[i] = val(me, i)
+		}
+		var err error
+		if what == 2 {
+			err = mpi.Allreduce(c, send, recv, mpi.Sum)
+		} else {
+			err = mpi.Reduce(c, send, recv, mpi.Sum, root)
+		}
+		if err != nil {
+			return err
+		}
+		if what == 3 && me != root {
+			return nil
+		}
+		for i, v := range recv {
+			var want int64
+			for r := 0; r < n; r++ {
+				want += val(r, i)
+			}
+			if v != want {
+				return fmt.Errorf("iteration %d: reduction %d of %d: element %d is %d, want %d", iter, what, count, i, v, want)
+			}
+		}
+	case 4:
+		buf := make([]int64, count) // in place
+		for i := range buf {
+			buf[i] = val(me, i)
+		}
+		if err := mpi.Allreduce(c, buf, buf, first); err != nil {
+			return err
+		}
+		for i, v := range buf {
+			if v != val(0, i) {
+				return fmt.Errorf("iteration %d: allreduce of a non-commutative op over %d: element %d is %d, want rank 0's %d", iter, count, i, v, val(0, i))
+			}
+		}
+	}
+	return nil
+}
+
+// Random sequences of barrier, bcast, reduce and allreduce, with random
+// roots and sizes on both sides of coll_sm_max_bytes (64 bytes: 8
+// elements), on the world and on a split: every result right. Roots that
+// leave at once (bcast's root, reduce's others) run ahead of the readers
+// of their slots, which is what the two slots per rank are for.
+func TestRandomSequences(t *testing.T) {
+	iters := 3000
+	if testing.Short() {
+		iters = 500
+	}
+	for _, n := range []int{2, 3, 4, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			mpitest.Run(t, n, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				if table := w.CollTable(); !strings.HasPrefix(table, "barrier=sm>tofu bcast=sm>tuned reduce=sm>tuned allreduce=sm>tuned ") {
+					return fmt.Errorf("slot table %q: want barrier, bcast, reduce and allreduce from sm, tuned below", table)
+				}
+				half, err := w.Split(w.Rank()%2, 0)
+				if err != nil {
+					return err
+				}
+				defer half.Free()
+				rng := rand.New(rand.NewPCG(uint64(n), 1))
+				for i := 0; i < iters; i++ {
+					c := w
+					if rng.IntN(4) == 0 {
+						c = half
+					}
+					// Draws do not depend on the communicator: both halves
+					// (of different sizes when n is odd) stay in step.
+					what, count, root := rng.IntN(5), rng.IntN(12), rng.IntN(1000)
+					if err := checkOne(c, what, count, root%c.Size(), i); err != nil {
+						return fmt.Errorf("rank %d on %d ranks: %w", w.Rank(), c.Size(), err)
+					}
+				}
+				return nil
+			}, mpitest.WithMCA("coll_sm_max_bytes", "64"))
+		})
+	}
+}
+
+// The segment's file is gone once every rank has mapped it: a crash
+// leaves nothing in /dev/shm.
+func TestSegmentFileRemoved(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		if err := w.Barrier(); err != nil {
+			return err
+		}
+		files, err := filepath.Glob(filepath.Join("/dev/shm", "gompi-"+r.JobID()+"-collsm-*"))
+		if err != nil {
+			return err
+		}
+		if len(files) > 0 {
+			return fmt.Errorf("after the first barrier: %v remain", files)
+		}
+		return w.Barrier()
+	})
+}
+
+// Ranks that wait long in an sm collective sleep, and the last rank to
+// arrive wakes them: the job ends long before the sleeps' own limit would
+// have let them look.
+func TestSleepersWake(t *testing.T) {
+	const rounds = 5
+	var slept [4]uint64
+	start := time.Now()
+	mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		for i := 0; i < rounds; i++ {
+			if w.Rank() == i%4 {
+				time.Sleep(30 * time.Millisecond) // the others go to sleep meanwhile
+			}
+			if err := w.Barrier(); err != nil {
+				return err
+			}
+			sum := []int64{0}
+			if err := mpi.Allreduce(w, []int64{int64(i)}, sum, mpi.Sum); err != nil {
+				return err
+			}
+			if sum[0] != int64(4*i) {
+				return fmt.Errorf("round %d: sum %d, want %d", i, sum[0], 4*i)
+			}
+		}
+		slept[w.Rank()] = r.WaitStats().Sleeps
+		return nil
+	}, mpitest.WithMCA("mpi_yield_when_idle", "yes"), mpitest.WithMCA("mpi_wait_yield_us", "100"),
+		mpitest.WithMCA("mpi_wait_sleep_max_ms", "10000"))
+	if total := slept[0] + slept[1] + slept[2] + slept[3]; total < rounds {
+		t.Errorf("waits slept %d times in %d rounds in which three ranks waited 30 ms: they did not sleep", total, rounds)
+	}
+	// Without a ring each sleep would last 10 s.
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the job took %v: sleeping ranks were not woken", d)
+	}
+}
