@@ -160,8 +160,12 @@ func reducer[T Elem](c *Comm, name string, op *Op) (datatype.Reducer, error) {
 	// type, not per call (an 8-byte Allreduce spent a fifth of its time
 	// there).
 	key := reducerKey{op, reflect.TypeFor[T]()}
+	if e := c.inst.lastReducer.Load(); e != nil && e.key == key {
+		return e.r, nil
+	}
 	cache := &c.inst.reducers
 	if r, ok := cache.Load(key); ok {
+		c.inst.lastReducer.Store(&reducerEntry{key, r.(datatype.Reducer)})
 		return r.(datatype.Reducer), nil
 	}
 	r, err := datatype.ReducerFor[T](op)
@@ -169,6 +173,7 @@ func reducer[T Elem](c *Comm, name string, op *Op) (datatype.Reducer, error) {
 		return r, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}
 	cache.Store(key, r)
+	c.inst.lastReducer.Store(&reducerEntry{key, r})
 	return r, nil
 }
 
@@ -176,6 +181,12 @@ func reducer[T Elem](c *Comm, name string, op *Op) (datatype.Reducer, error) {
 type reducerKey struct {
 	op *Op
 	t  reflect.Type
+}
+
+// reducerEntry is a cached binding.
+type reducerEntry struct {
+	key reducerKey
+	r   datatype.Reducer
 }
 
 // addr is where a non-empty slice starts.

@@ -18,21 +18,35 @@ import (
 // apart (128 bytes: two cache lines, as the adjacent-line prefetcher pulls
 // pairs), so that a rank's store costs its readers one line.
 //
-//	0                  header: magic, version, ranks, slot bytes
-//	line*(1+r)         rank r's control: sequence number, then sleep count
-//	line*(1+n) + ...   rank r's slots: parity 0 at (2r)*slot, 1 at (2r+1)*slot
+//	0                   header: magic, version, ranks, slot bytes
+//	line*(1+r)          rank r's sequence number, then its inline slots:
+//	                    parity 0 at +8, parity 1 at +8+inlineMax
+//	line*(1+n+r)        rank r's sleep count
+//	line*(1+2n) + ...   rank r's slots: parity 0 at (2r)*slot, 1 at (2r+1)*slot
+//	... + 2n*slot       the shared result slots of a split allreduce,
+//	                    parity 0, then parity 1
+//
+// Messages up to inlineMax bytes sit in the sequence number's cache line:
+// the reader's one miss brings both, and the writer's one store of the line
+// makes it its own; in slots of their own they cost a second crossing each.
+// Sleep counts have lines of their own: a publisher loads every peer's
+// after each store, and a line that changes only when its owner sleeps
+// stays in the publisher's cache, where a sequence number's line would be
+// a miss each time.
 const (
 	line       = 128
 	magic      = 0x4d53434f49504d47 // "GMPIOCSM"
-	version    = 1
+	version    = 3
 	offMagic   = 0
 	offVersion = 8
 	offRanks   = 12
 	offSlot    = 16
-	offSleep   = 64 // within a control line
+	// inlineMax: two parities after the 8-byte number in one 64-byte
+	// cache line.
+	inlineMax = 24
 )
 
-func segmentSize(n, slot int) int { return line*(1+n) + 2*n*slot }
+func segmentSize(n, slot int) int { return line*(1+2*n) + 2*(n+1)*slot }
 
 // Setup states.
 const (
@@ -54,6 +68,7 @@ type module struct {
 	log      *mca.Logger
 	me, n    int
 	maxBytes int // coll_sm_max_bytes
+	split    int // coll_sm_split_bytes
 	slot     int // maxBytes rounded up to whole lines
 	below    [coll.NumOps]coll.Func
 	slots    coll.Slots
@@ -69,17 +84,19 @@ type module struct {
 	armMu sync.Mutex
 	mine  *atomic.Uint64 // this rank's sleep count; nil once closed
 
-	// epoch is the number of the last operation; seen is the least
-	// sequence number every rank had reached when last looked at.
-	epoch, seen uint64
+	// ops counts operations (their parity picks the slots); seq is the
+	// last sequence number this rank published (an operation publishes
+	// one per phase), prevStart the first of the previous operation, and
+	// seen the least that every rank had reached when last looked at.
+	ops, seq, prevStart, seen uint64
 	// What arrived waits for: every rank at want, or only rank root.
 	want    uint64
 	root    int
 	arrived func() bool // bound once: a method value per wait would allocate
 }
 
-func newModule(node coll.Node, log *mca.Logger, maxBytes int) *module {
-	m := &module{node: node, log: log, me: node.Rank(), n: node.Size(), maxBytes: maxBytes, slot: roundUp(maxBytes, line)}
+func newModule(node coll.Node, log *mca.Logger, maxBytes, split int) *module {
+	m := &module{node: node, log: log, me: node.Rank(), n: node.Size(), maxBytes: maxBytes, split: split, slot: roundUp(maxBytes, line)}
 	m.arrived = m.arrivedNow
 	m.slots[coll.Barrier] = m.barrier
 	if maxBytes > 0 {
@@ -240,7 +257,7 @@ func (m *module) settle(use bool, problem error) error {
 	for r := 0; r < m.n; r++ {
 		var err error
 		if m.seqs[r], err = owner.Word(m.seg.Mem, line*(1+r)); err == nil {
-			m.sleeps[r], err = owner.Word(m.seg.Mem, line*(1+r)+offSleep)
+			m.sleeps[r], err = owner.Word(m.seg.Mem, line*(1+m.n+r))
 		}
 		if err != nil {
 			return mpierr.Errorf(mpierr.ErrIntern, "coll sm: %w", err)
@@ -299,10 +316,20 @@ func (m *module) Disarm() {
 	m.armMu.Unlock()
 }
 
-// data is rank r's slot for operation k.
-func (m *module) data(r int, k uint64) []byte {
-	at := line*(1+m.n) + (2*r+int(k&1))*m.slot
-	return m.seg.Mem[at : at+m.slot]
+// data is rank r's slot of parity par, when it carries bytes bytes.
+func (m *module) data(r, par, bytes int) []byte {
+	if bytes <= inlineMax {
+		at := line*(1+r) + 8 + par*inlineMax
+		return m.seg.Mem[at : at+bytes]
+	}
+	at := line*(1+2*m.n) + (2*r+par)*m.slot
+	return m.seg.Mem[at : at+bytes]
+}
+
+// result is the shared result slot of parity par.
+func (m *module) result(par, bytes int) []byte {
+	at := line*(1+2*m.n) + (2*m.n+par)*m.slot
+	return m.seg.Mem[at : at+bytes]
 }
 
 // publish announces operation k: this rank's slot of k is written (when
@@ -354,16 +381,20 @@ func (m *module) waitFor(r int, k uint64) error {
 	return m.node.Until(m.arrived)
 }
 
-// begin numbers a new operation; a rank that will write its slot first
-// waits until every rank has started the previous one, hence finished
-// reading the slot it is about to reuse.
-func (m *module) begin(writes bool) (uint64, error) {
-	m.epoch++
-	k := m.epoch
-	if writes && k > 1 {
-		if err := m.waitAll(k - 1); err != nil {
-			return 0, err
+// begin starts an operation of phases sequence numbers and returns the
+// first and the parity of its slots. A rank that will write a slot first
+// waits until every rank has started the previous operation, hence
+// finished reading the slots of the one before, which it is about to
+// reuse.
+func (m *module) begin(writes bool, phases uint64) (uint64, int, error) {
+	if writes && m.prevStart > 0 {
+		if err := m.waitAll(m.prevStart); err != nil {
+			return 0, 0, err
 		}
 	}
-	return k, nil
+	k, par := m.seq+1, int(m.ops&1)
+	m.ops++
+	m.seq += phases
+	m.prevStart = k
+	return k, par, nil
 }

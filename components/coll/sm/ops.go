@@ -29,7 +29,7 @@ func (m *module) barrier(c coll.Comm, a *coll.Args) error {
 		}
 		return m.passOn(coll.Barrier, c, a, m.why(0))
 	}
-	k, err := m.begin(false)
+	k, _, err := m.begin(false, 1)
 	if err != nil {
 		return err
 	}
@@ -47,15 +47,51 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 		}
 		return m.passOn(coll.Allreduce, c, a, m.why(len(in)))
 	}
-	k, err := m.contribute(in)
+	if len(in) >= m.split {
+		return m.allreduceSplit(a, in)
+	}
+	k, par, err := m.contribute(in, 1)
 	if err != nil {
 		return err
 	}
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
-	m.fold(a, k, a.Recv[:len(in)])
+	m.fold(a, par, a.Recv[:len(in)], 0)
 	return nil
+}
+
+// allreduceSplit shares the combining out: rank r combines block r of
+// every rank's input into the shared result slot, and when all have,
+// every rank copies the whole result: each combines 1/n of the vector
+// where the plain way has each combine all of it.
+func (m *module) allreduceSplit(a *coll.Args, in []byte) error {
+	k, par, err := m.contribute(in, 2)
+	if err != nil {
+		return err
+	}
+	if err := m.waitAll(k); err != nil {
+		return err
+	}
+	elems, size := len(in)/a.Reducer.Size, a.Reducer.Size
+	base, extra := elems/m.n, elems%m.n
+	from := (m.me*base + min(m.me, extra)) * size
+	to := from + (base+b2i(m.me < extra))*size
+	res := m.result(par, len(in))
+	m.fold(a, par, res[from:to], from)
+	m.publish(k + 1)
+	if err := m.waitAll(k + 1); err != nil {
+		return err
+	}
+	copy(a.Recv[:len(in)], res)
+	return nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // reduce: as allreduce, with only the root combining; the others leave at
@@ -69,14 +105,14 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 		}
 		return m.passOn(coll.Reduce, c, a, m.why(len(in)))
 	}
-	k, err := m.contribute(in)
+	k, par, err := m.contribute(in, 1)
 	if err != nil || m.me != a.Root {
 		return err
 	}
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
-	m.fold(a, k, a.Recv[:len(in)])
+	m.fold(a, par, a.Recv[:len(in)], 0)
 	return nil
 }
 
@@ -90,10 +126,10 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 		return m.passOn(coll.Bcast, c, a, m.why(len(a.Recv)))
 	}
 	if m.me == a.Root {
-		_, err := m.contribute(a.Recv)
+		_, _, err := m.contribute(a.Recv, 1)
 		return err
 	}
-	k, err := m.begin(false)
+	k, par, err := m.begin(false, 1)
 	if err != nil {
 		return err
 	}
@@ -101,28 +137,30 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 	if err := m.waitFor(a.Root, k); err != nil {
 		return err
 	}
-	copy(a.Recv, m.data(a.Root, k))
+	copy(a.Recv, m.data(a.Root, par, len(a.Recv)))
 	return nil
 }
 
-// contribute starts an operation with in written to this rank's slot.
-func (m *module) contribute(in []byte) (uint64, error) {
-	k, err := m.begin(true)
+// contribute starts an operation of phases sequence numbers with in
+// written to this rank's slot, and publishes the first.
+func (m *module) contribute(in []byte, phases uint64) (uint64, int, error) {
+	k, par, err := m.begin(true, phases)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	copy(m.data(m.me, k), in)
+	copy(m.data(m.me, par, len(in)), in)
 	m.publish(k)
-	return k, nil
+	return k, par, nil
 }
 
-// fold combines the slots of operation k into out, in rank order from the
-// last: out = x0 op (x1 op (… op x(n-1))), the order MPI asks of
-// non-commutative ops.
-func (m *module) fold(a *coll.Args, k uint64, out []byte) {
-	n := len(out)
-	copy(out, m.data(m.n-1, k)[:n])
+// fold combines bytes [at, at+len(out)) of the slots of parity par into
+// out, in rank order from the last: out = x0 op (x1 op (… op x(n-1))), the
+// order MPI asks of non-commutative ops. The slots carry len(a.Input())
+// bytes.
+func (m *module) fold(a *coll.Args, par int, out []byte, at int) {
+	n, total := len(out), len(a.Input())
+	copy(out, m.data(m.n-1, par, total)[at:at+n])
 	for r := m.n - 2; r >= 0; r-- {
-		a.Reducer.Apply(m.data(r, k)[:n], out)
+		a.Reducer.Apply(m.data(r, par, total)[at:at+n], out)
 	}
 }

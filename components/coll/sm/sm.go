@@ -36,12 +36,15 @@ const Priority = 50
 // MaxBytesParam bounds the messages sm carries.
 const MaxBytesParam = "coll_sm_max_bytes"
 
+// SplitBytesParam is where allreduce starts sharing the combining out.
+const SplitBytesParam = "coll_sm_split_bytes"
+
 // maxSlot bounds coll_sm_max_bytes: the segment holds two slots per rank.
 const maxSlot = 1 << 20
 
 // Component is the sm coll component.
 type Component struct {
-	maxBytes *params.Param
+	maxBytes, split *params.Param
 }
 
 // Info describes the component.
@@ -51,10 +54,14 @@ func (c *Component) Info() mca.Info {
 
 // Register declares the slot size.
 func (c *Component) Register(r *mca.Registrar) {
-	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Level: 5, Default: "8k",
+	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Level: 5, Default: "64k",
 		Help: "Largest message (bytes per rank) that bcast, reduce and allreduce carry through the communicator's " +
 			"shared segment; larger ones go to the module below. 0 leaves sm the barrier only. At most 1m; " +
 			"the segment holds two slots of this size per rank"})
+	c.split = r.Add(params.Def{Name: SplitBytesParam, Type: params.Size, Level: 6, Default: "16k",
+		Help: "Allreduces of at least this many bytes (and at most " + MaxBytesParam + ") share the combining out: each rank " +
+			"combines its block of every rank's input, then all copy the result; smaller ones have every rank combine " +
+			"everything, which waits once instead of twice"})
 }
 
 // Query accepts intracommunicators of two ranks or more that all run on
@@ -94,7 +101,7 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	if err := shmem.Usable(job.ID); err != nil {
 		return 0, nil, err
 	}
-	return Priority, newModule(node, b.Logger("coll").Named("sm"), int(slot)), nil
+	return Priority, newModule(node, b.Logger("coll").Named("sm"), int(slot), int(b.Get(c.split).Uint())), nil
 }
 
 func roundUp(v, to int) int { return (v + to - 1) / to * to }

@@ -84,7 +84,8 @@ func checkOne(c *mpi.Comm, what, count, root, iter int) error {
 
 // Random sequences of barrier, bcast, reduce and allreduce, with random
 // roots and sizes on both sides of coll_sm_max_bytes (64 bytes: 8
-// elements), on the world and on a split: every result right. Roots that
+// elements) and of coll_sm_split_bytes (32), on the world and on a split:
+// every result right. Roots that
 // leave at once (bcast's root, reduce's others) run ahead of the readers
 // of their slots, which is what the two slots per rank are for.
 func TestRandomSequences(t *testing.T) {
@@ -118,7 +119,7 @@ func TestRandomSequences(t *testing.T) {
 					}
 				}
 				return nil
-			}, mpitest.WithMCA("coll_sm_max_bytes", "64"))
+			}, mpitest.WithMCA("coll_sm_max_bytes", "64"), mpitest.WithMCA("coll_sm_split_bytes", "32"))
 		})
 	}
 }
