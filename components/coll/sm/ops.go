@@ -83,8 +83,20 @@ func (m *module) allreduceSplit(a *coll.Args, in []byte) error {
 	if err := m.waitAll(k + 1); err != nil {
 		return err
 	}
-	copy(a.Recv[:len(in)], res)
+	copyCached(a.Recv[:len(in)], res)
 	return nil
+}
+
+// copyCached is copy in pieces under 1 MiB: Go's copy of 1 MiB or more
+// writes around the cache (non-temporal stores), and what sm copies is
+// read again soon, by peers or by the caller.
+func copyCached(dst, src []byte) {
+	const piece = 512 << 10
+	for len(src) > piece {
+		copy(dst[:piece], src[:piece])
+		dst, src = dst[piece:], src[piece:]
+	}
+	copy(dst, src)
 }
 
 func b2i(b bool) int {
@@ -137,7 +149,7 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 	if err := m.waitFor(a.Root, k); err != nil {
 		return err
 	}
-	copy(a.Recv, m.data(a.Root, par, len(a.Recv)))
+	copyCached(a.Recv, m.data(a.Root, par, len(a.Recv)))
 	return nil
 }
 
@@ -148,7 +160,7 @@ func (m *module) contribute(in []byte, phases uint64) (uint64, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	copy(m.data(m.me, par, len(in)), in)
+	copyCached(m.data(m.me, par, len(in)), in)
 	m.publish(k)
 	return k, par, nil
 }

@@ -39,12 +39,19 @@ const MaxBytesParam = "coll_sm_max_bytes"
 // SplitBytesParam is where allreduce starts sharing the combining out.
 const SplitBytesParam = "coll_sm_split_bytes"
 
+// SegmentBytesParam bounds a communicator's segment, PairBytesParam
+// what sm carries on two ranks.
+const (
+	SegmentBytesParam = "coll_sm_segment_bytes"
+	PairBytesParam    = "coll_sm_pair_bytes"
+)
+
 // maxSlot bounds coll_sm_max_bytes: the segment holds two slots per rank.
 const maxSlot = 1 << 20
 
 // Component is the sm coll component.
 type Component struct {
-	maxBytes, split *params.Param
+	maxBytes, split, segment, pair *params.Param
 }
 
 // Info describes the component.
@@ -54,10 +61,17 @@ func (c *Component) Info() mca.Info {
 
 // Register declares the slot size.
 func (c *Component) Register(r *mca.Registrar) {
-	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Level: 5, Default: "64k",
+	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Level: 5, Default: "1m",
 		Help: "Largest message (bytes per rank) that bcast, reduce and allreduce carry through the communicator's " +
 			"shared segment; larger ones go to the module below. 0 leaves sm the barrier only. At most 1m; " +
-			"the segment holds two slots of this size per rank"})
+			"the segment holds two slots of this size per rank and two more, within " + SegmentBytesParam})
+	c.segment = r.Add(params.Def{Name: SegmentBytesParam, Type: params.Size, Level: 6, Default: "16m",
+		Help: "Most bytes of a communicator's shared segment (made at its first collective through sm): on many ranks " +
+			"the slots shrink below " + MaxBytesParam + " to fit (16m: 1 MiB slots up to 6 ranks, 125 KiB on 64)"})
+	c.pair = r.Add(params.Def{Name: PairBytesParam, Type: params.Size, Level: 6, Default: "64k",
+		Help: "On two ranks, bcast, reduce and allreduce above this many bytes go to the module below: there the " +
+			"transports' single copies move less data than sm's copies in and out (2 ranks, 1 MiB allreduce, " +
+			"near placement: 130 µs through tuned's ring, 245 through sm)"})
 	c.split = r.Add(params.Def{Name: SplitBytesParam, Type: params.Size, Level: 6, Default: "16k",
 		Help: "Allreduces of at least this many bytes (and at most " + MaxBytesParam + ") share the combining out: each rank " +
 			"combines its block of every rank's input, then all copy the result; smaller ones have every rank combine " +
@@ -101,7 +115,21 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	if err := shmem.Usable(job.ID); err != nil {
 		return 0, nil, err
 	}
-	return Priority, newModule(node, b.Logger("coll").Named("sm"), int(slot), int(b.Get(c.split).Uint())), nil
+	max := min(int(slot), slotFor(n, int(b.Get(c.segment).Uint())))
+	if n == 2 {
+		max = min(max, int(b.Get(c.pair).Uint()))
+	}
+	return Priority, newModule(node, b.Logger("coll").Named("sm"), max, int(b.Get(c.split).Uint())), nil
 }
 
 func roundUp(v, to int) int { return (v + to - 1) / to * to }
+
+// slotFor is the largest slot (whole lines) whose segment for n ranks fits
+// in budget bytes; 0 when only the control lines fit, or not even they.
+func slotFor(n, budget int) int {
+	room := budget - segmentSize(n, 0)
+	if room <= 0 {
+		return 0
+	}
+	return room / (2 * (n + 1)) / line * line
+}

@@ -284,3 +284,19 @@ func TestRemoveJobFiles(t *testing.T) {
 		t.Errorf("another job's file: %v", err)
 	}
 }
+
+// ValidPath takes names from peers: it never panics, and what it accepts
+// is a file directly in Dir.
+func FuzzValidPath(f *testing.F) {
+	for _, s := range []string{"/dev/shm/gompi-j1-collsm-00ff", "/dev/shm/../etc/passwd", "/dev/shm/gompi-x/../../y", "gompi-a", "", "/dev/shm/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if !ValidPath(name) {
+			return
+		}
+		if filepath.Dir(name) != Dir || strings.Contains(name, "..") {
+			t.Fatalf("accepted %q, which is not a file in %s", name, Dir)
+		}
+	})
+}
