@@ -69,6 +69,9 @@ type module struct {
 	me, n    int
 	maxBytes int // coll_sm_max_bytes
 	split    int // coll_sm_split_bytes
+	// rootedMin: bcast and reduce under it go below (coll_sm_rooted_min_bytes,
+	// where ranks outnumber cores; 0 otherwise).
+	rootedMin int
 	slot     int // maxBytes rounded up to whole lines
 	below    [coll.NumOps]coll.Func
 	slots    coll.Slots

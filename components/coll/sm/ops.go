@@ -8,15 +8,19 @@ import (
 
 // enter sets the segment up if need be; false sends the call below.
 func (m *module) enter(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (bool, error) {
-	if bytes > m.maxBytes {
+	if bytes > m.maxBytes || (bytes < m.rootedMin && (op == coll.Bcast || op == coll.Reduce)) {
 		return false, nil
 	}
 	return m.ready(c)
 }
 
-func (m *module) why(bytes int) string {
-	if bytes > m.maxBytes {
-		return fmt.Sprintf("%d bytes are over %s (%d)", bytes, MaxBytesParam, m.maxBytes)
+func (m *module) why(op coll.Op, bytes int) string {
+	switch {
+	case bytes > m.maxBytes:
+		return fmt.Sprintf("%d bytes are over what sm carries on %d ranks (%d: %s, %s, %s)", bytes, m.n, m.maxBytes,
+			MaxBytesParam, SegmentBytesParam, PairBytesParam)
+	case bytes < m.rootedMin && (op == coll.Bcast || op == coll.Reduce):
+		return fmt.Sprintf("%d bytes are under %s (%d) where ranks outnumber cores", bytes, RootedMinParam, m.rootedMin)
 	}
 	return "the shared segment could not be set up"
 }
@@ -27,7 +31,7 @@ func (m *module) barrier(c coll.Comm, a *coll.Args) error {
 		if err != nil {
 			return err
 		}
-		return m.passOn(coll.Barrier, c, a, m.why(0))
+		return m.passOn(coll.Barrier, c, a, m.why(coll.Barrier, 0))
 	}
 	k, _, err := m.begin(false, 1)
 	if err != nil {
@@ -45,7 +49,7 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 		if err != nil {
 			return err
 		}
-		return m.passOn(coll.Allreduce, c, a, m.why(len(in)))
+		return m.passOn(coll.Allreduce, c, a, m.why(coll.Allreduce, len(in)))
 	}
 	if len(in) >= m.split {
 		return m.allreduceSplit(a, in)
@@ -115,7 +119,7 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 		if err != nil {
 			return err
 		}
-		return m.passOn(coll.Reduce, c, a, m.why(len(in)))
+		return m.passOn(coll.Reduce, c, a, m.why(coll.Reduce, len(in)))
 	}
 	k, par, err := m.contribute(in, 1)
 	if err != nil || m.me != a.Root {
@@ -135,7 +139,7 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 		if err != nil {
 			return err
 		}
-		return m.passOn(coll.Bcast, c, a, m.why(len(a.Recv)))
+		return m.passOn(coll.Bcast, c, a, m.why(coll.Bcast, len(a.Recv)))
 	}
 	if m.me == a.Root {
 		_, _, err := m.contribute(a.Recv, 1)
