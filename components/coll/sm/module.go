@@ -72,9 +72,9 @@ type module struct {
 	// rootedMin: bcast and reduce under it go below (coll_sm_rooted_min_bytes,
 	// where ranks outnumber cores; 0 otherwise).
 	rootedMin int
-	slot     int // maxBytes rounded up to whole lines
-	below    [coll.NumOps]coll.Func
-	slots    coll.Slots
+	slot      int // maxBytes rounded up to whole lines
+	below     [coll.NumOps]coll.Func
+	slots     coll.Slots
 
 	state  int
 	seg    *shmem.Segment
