@@ -179,3 +179,12 @@ func TestSleepersWake(t *testing.T) {
 		t.Errorf("the job took %v: sleeping ranks were not woken", d)
 	}
 }
+
+// A slot over the limit is an error at Init that names the parameter, the
+// value and what is accepted.
+func TestMaxBytesOutOfRange(t *testing.T) {
+	err := mpitest.RunErr(2, func(r *mpitest.Rank) error { return nil }, mpitest.WithMCA("coll_sm_max_bytes", "2m"))
+	if err == nil || !strings.Contains(err.Error(), "coll_sm_max_bytes = 2097152") || !strings.Contains(err.Error(), "accepted: 0 to 1048576") {
+		t.Fatalf("Init with coll_sm_max_bytes=2m: %v; want an error naming the value and the accepted range", err)
+	}
+}
