@@ -6,12 +6,17 @@ import (
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
-// enter sets the segment up if need be; false sends the call below.
-func (m *module) enter(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (bool, error) {
-	if bytes > m.maxBytes || (bytes < m.rootedMin && (op == coll.Bcast || op == coll.Reduce)) {
-		return false, nil
+// route runs a call of bytes bytes below when sm does not take it (its
+// size, or no segment), and then says so; otherwise it sets the segment
+// up if need be and leaves the call to sm.
+func (m *module) route(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (passed bool, err error) {
+	if bytes <= m.maxBytes && (bytes >= m.rootedMin || (op != coll.Bcast && op != coll.Reduce)) {
+		ready, err := m.ready(c)
+		if err != nil || ready {
+			return err != nil, err
+		}
 	}
-	return m.ready(c)
+	return true, m.passOn(op, c, a, m.why(op, bytes))
 }
 
 func (m *module) why(op coll.Op, bytes int) string {
@@ -27,11 +32,8 @@ func (m *module) why(op coll.Op, bytes int) string {
 
 // barrier: publish, then wait for everyone's number.
 func (m *module) barrier(c coll.Comm, a *coll.Args) error {
-	if ok, err := m.enter(coll.Barrier, c, a, 0); !ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return m.passOn(coll.Barrier, c, a, m.why(coll.Barrier, 0))
+	if passed, err := m.route(coll.Barrier, c, a, 0); passed {
+		return err
 	}
 	k, _, err := m.begin(false, 1)
 	if err != nil {
@@ -45,11 +47,8 @@ func (m *module) barrier(c coll.Comm, a *coll.Args) error {
 // slots in rank order, so that any op gets the same answer everywhere.
 func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	in := a.Input()
-	if ok, err := m.enter(coll.Allreduce, c, a, len(in)); !ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return m.passOn(coll.Allreduce, c, a, m.why(coll.Allreduce, len(in)))
+	if passed, err := m.route(coll.Allreduce, c, a, len(in)); passed {
+		return err
 	}
 	if len(in) >= m.split {
 		return m.allreduceSplit(a, in)
@@ -115,11 +114,8 @@ func b2i(b bool) int {
 // started the operation after next).
 func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 	in := a.Input()
-	if ok, err := m.enter(coll.Reduce, c, a, len(in)); !ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return m.passOn(coll.Reduce, c, a, m.why(coll.Reduce, len(in)))
+	if passed, err := m.route(coll.Reduce, c, a, len(in)); passed {
+		return err
 	}
 	k, par, err := m.contribute(in, 1)
 	if err != nil || m.me != a.Root {
@@ -135,11 +131,8 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 // bcast: the root writes its slot and leaves; the others wait for the
 // root's number and copy.
 func (m *module) bcast(c coll.Comm, a *coll.Args) error {
-	if ok, err := m.enter(coll.Bcast, c, a, len(a.Recv)); !ok || err != nil {
-		if err != nil {
-			return err
-		}
-		return m.passOn(coll.Bcast, c, a, m.why(coll.Bcast, len(a.Recv)))
+	if passed, err := m.route(coll.Bcast, c, a, len(a.Recv)); passed {
+		return err
 	}
 	if m.me == a.Root {
 		_, _, err := m.contribute(a.Recv, 1)

@@ -105,17 +105,8 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 			return 0, nil, mca.Decline("rank %d of %s (world rank %d) runs on another node", r, comm.Name(), w)
 		}
 	}
-	// As llp tofu: a user who kept shm out of the transports keeps shared
-	// memory out altogether.
-	if sel := b.Lookup("btl"); len(sel.List()) > 0 {
-		exclude, names, _ := mca.ParseSelection(sel.List())
-		listed := false
-		for _, name := range names {
-			listed = listed || name == "shm"
-		}
-		if exclude == listed {
-			return 0, nil, mca.Decline("btl = %q (source: %s) leaves out shm, and sm uses shared memory as shm does", sel.String(), sel.Source)
-		}
+	if err := shmem.AllowedBy(b, "sm"); err != nil {
+		return 0, nil, err
 	}
 	if err := shmem.Usable(job.ID); err != nil {
 		return 0, nil, err

@@ -93,6 +93,26 @@ func ValidJobID(id string) bool {
 	})
 }
 
+// AllowedBy declines, with the reason, when the user kept btl shm out of
+// the transports (btl = self,tcp, say): components other than btl shm that
+// move data through shared memory (llp tofu, coll sm) are kept out with
+// it. who names the component in the reason.
+func AllowedBy(b *mca.Base, who string) error {
+	sel := b.Lookup("btl")
+	if len(sel.List()) == 0 {
+		return nil
+	}
+	exclude, names, _ := mca.ParseSelection(sel.List())
+	listed := false
+	for _, n := range names {
+		listed = listed || n == "shm"
+	}
+	if exclude == listed {
+		return mca.Decline("btl = %q (source: %s) leaves out shm, and %s uses shared memory as shm does", sel.String(), sel.Source, who)
+	}
+	return nil
+}
+
 // Usable declines, with the reason, when the job's segments cannot be
 // made: a job id that cannot be part of a file name, or no Dir.
 func Usable(jobID string) error {

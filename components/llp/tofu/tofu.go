@@ -113,18 +113,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	if job.LocalSize < 2 {
 		return nil, mca.Decline("no other process of the job on node %s", job.Node)
 	}
-	// tofu moves messages through shared memory like btl shm: a user who
-	// kept shm out of the transports (btl = self,tcp, say) keeps shared
-	// memory out altogether.
-	if sel := b.Lookup("btl"); len(sel.List()) > 0 {
-		exclude, names, _ := mca.ParseSelection(sel.List())
-		listed := false
-		for _, n := range names {
-			listed = listed || n == "shm"
-		}
-		if exclude == listed {
-			return nil, mca.Decline("btl = %q (source: %s) leaves out shm, and tofu uses shared memory as shm does", sel.String(), sel.Source)
-		}
+	if err := shmem.AllowedBy(b, "tofu"); err != nil {
+		return nil, err
 	}
 	if err := shmem.Usable(job.ID); err != nil {
 		return nil, err
