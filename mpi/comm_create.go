@@ -183,6 +183,7 @@ func (c *Comm) Free() error {
 	if c.pc.CID < 2 {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: Free of %s: the world and self communicators cannot be freed", c.name)
 	}
+	c.inst.p2p.dropTable(c.coll)
 	if err := c.coll.Close(); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}

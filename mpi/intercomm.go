@@ -150,6 +150,7 @@ func (i *Instance) newInterComm(cid uint16, local *Comm, remote *group.Group, na
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
 	c.coll = t
+	i.p2p.keepTable(t)
 	return c, nil
 }
 

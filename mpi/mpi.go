@@ -242,6 +242,9 @@ func (i *Instance) Finalize() error {
 	// Wait for everyone, so that no rank leaves while a peer may still need
 	// it; then close components and say goodbye to the launcher.
 	err := i.p2p.barrier(i.rt)
+	if cerr := i.p2p.closeTables(); err == nil {
+		err = cerr
+	}
 	if perr := i.p2p.finalize(); err == nil {
 		err = perr
 	}

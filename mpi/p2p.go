@@ -58,6 +58,42 @@ type p2pState struct {
 	down atomic.Bool
 	// cids are the context ids in use (comm_create.go).
 	cids cidSet
+	// tables are the collective tables of the communicators not freed:
+	// Finalize closes them, so that what their modules hold (coll sm's
+	// shared segments) goes with the instance, not with the process.
+	tablesMu sync.Mutex
+	tables   map[*coll.Table]struct{}
+}
+
+// keepTable records a new communicator's table; dropTable forgets a freed
+// one's.
+func (s *p2pState) keepTable(t *coll.Table) {
+	s.tablesMu.Lock()
+	if s.tables == nil {
+		s.tables = map[*coll.Table]struct{}{}
+	}
+	s.tables[t] = struct{}{}
+	s.tablesMu.Unlock()
+}
+
+func (s *p2pState) dropTable(t *coll.Table) {
+	s.tablesMu.Lock()
+	delete(s.tables, t)
+	s.tablesMu.Unlock()
+}
+
+// closeTables closes every table not freed, at Finalize.
+func (s *p2pState) closeTables() error {
+	s.tablesMu.Lock()
+	defer s.tablesMu.Unlock()
+	var first error
+	for t := range s.tables {
+		if err := t.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.tables = nil
+	return first
 }
 
 // selectLLP selects the low-latency paths. It runs before the modex fence,
@@ -235,6 +271,7 @@ func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, erro
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
 	c.coll = t
+	i.p2p.keepTable(t)
 	return c, nil
 }
 

@@ -3,6 +3,7 @@ package sm_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,10 +126,14 @@ func TestRandomSequences(t *testing.T) {
 }
 
 // The segment's file is gone once every rank has mapped it: a crash
-// leaves nothing in /dev/shm.
+// leaves nothing in /dev/shm. After Finalize the mapping is gone too, even
+// of the world, which is never freed: a process that runs many jobs of
+// goroutine ranks does not keep their segments.
 func TestSegmentFileRemoved(t *testing.T) {
+	var job string
 	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
+		job = r.JobID()
 		if err := w.Barrier(); err != nil {
 			return err
 		}
@@ -141,6 +146,13 @@ func TestSegmentFileRemoved(t *testing.T) {
 		}
 		return w.Barrier()
 	})
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	if strings.Contains(string(maps), "gompi-"+job+"-collsm-") {
+		t.Errorf("after Finalize, the process still maps job %s's segment:\n%s", job, maps)
+	}
 }
 
 // Ranks that wait long in an sm collective sleep, and the last rank to
