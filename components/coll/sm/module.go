@@ -117,11 +117,11 @@ func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
 func (m *module) Stack(op coll.Op, below coll.Func) { m.below[op] = below }
 
 // passOn runs op with the module below; without one, sm cannot run it.
-func (m *module) passOn(op coll.Op, c coll.Comm, a *coll.Args, why string) error {
+func (m *module) passOn(op coll.Op, c coll.Comm, a *coll.Args, bytes int) error {
 	if f := m.below[op]; f != nil {
 		return f(c, a)
 	}
-	return mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll sm: %s on %s: %s, and no module below sm fills %s", op, c.Name(), why, op)
+	return mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll sm: %s on %s: %s, and no module below sm fills %s", op, c.Name(), m.why(op, bytes), op)
 }
 
 // ready sets the segment up at the first call that needs it; false means

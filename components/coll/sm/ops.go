@@ -16,7 +16,7 @@ func (m *module) route(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (passed
 			return err != nil, err
 		}
 	}
-	return true, m.passOn(op, c, a, m.why(op, bytes))
+	return true, m.passOn(op, c, a, bytes)
 }
 
 func (m *module) why(op coll.Op, bytes int) string {
