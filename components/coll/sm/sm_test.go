@@ -133,7 +133,9 @@ func TestSegmentFileRemoved(t *testing.T) {
 	var job string
 	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
-		job = r.JobID()
+		if w.Rank() == 0 {
+			job = r.JobID()
+		}
 		if err := w.Barrier(); err != nil {
 			return err
 		}
