@@ -66,6 +66,10 @@ type Attributes struct {
 	// EagerLimit is the largest fragment, header included, that the PML
 	// sends without a rendezvous.
 	EagerLimit int
+	// RndvEagerLimit is the largest first fragment, header included, of a
+	// rendezvous: the part of a large message sent before the receiver
+	// answers (Open MPI's btl_rndv_eager_limit). At most EagerLimit.
+	RndvEagerLimit int
 	// MaxSendSize is the largest fragment, header included, Send accepts;
 	// larger messages go by RDMA or as several fragments.
 	MaxSendSize int
@@ -211,23 +215,31 @@ func Select(b *mca.Base, rt *rte.Runtime) ([]mca.Selected[Module], error) {
 // CommonParams are the parameters every BTL has, registered by
 // RegisterCommon.
 type CommonParams struct {
-	Exclusivity, EagerLimit, MaxSendSize, Latency, Bandwidth *params.Param
+	Exclusivity, EagerLimit, RndvEagerLimit, MaxSendSize, Latency, Bandwidth *params.Param
 }
 
-// Defaults of a BTL's common parameters.
+// Defaults of a BTL's common parameters. RndvEagerLimit 0 means
+// EagerLimit.
 type Defaults struct {
-	Exclusivity, EagerLimit, MaxSendSize, Latency, Bandwidth int
+	Exclusivity, EagerLimit, RndvEagerLimit, MaxSendSize, Latency, Bandwidth int
 }
 
 // RegisterCommon registers btl_<name>_exclusivity, _eager_limit,
-// _max_send_size, _latency and _bandwidth for a component.
+// _rndv_eager_limit, _max_send_size, _latency and _bandwidth for a
+// component.
 func RegisterCommon(r *mca.Registrar, name string, d Defaults) CommonParams {
 	p := "btl_" + name + "_"
+	if d.RndvEagerLimit == 0 {
+		d.RndvEagerLimit = d.EagerLimit
+	}
 	return CommonParams{
 		Exclusivity: r.Add(params.Def{Name: p + "exclusivity", Type: params.Uint, Level: 7, Default: fmt.Sprint(d.Exclusivity),
 			Help: "When several BTLs reach a peer, only those of the highest exclusivity carry its traffic"}),
 		EagerLimit: r.Add(params.Def{Name: p + "eager_limit", Type: params.Size, Level: 4, Default: fmt.Sprint(d.EagerLimit),
 			Help: "Largest message (header included) sent without a rendezvous, in bytes"}),
+		RndvEagerLimit: r.Add(params.Def{Name: p + "rndv_eager_limit", Type: params.Size, Level: 4, Default: fmt.Sprint(d.RndvEagerLimit),
+			Help: "Largest first fragment (header included) of a rendezvous, sent before the receiver answers, in bytes; " +
+				"at most " + p + "eager_limit (left at its default, it is lowered to a smaller eager_limit)"}),
 		MaxSendSize: r.Add(params.Def{Name: p + "max_send_size", Type: params.Size, Level: 4, Default: fmt.Sprint(d.MaxSendSize),
 			Help: "Largest fragment (header included), in bytes; larger messages go by RDMA or as several fragments"}),
 		Latency: r.Add(params.Def{Name: p + "latency", Type: params.Uint, Level: 5, Default: fmt.Sprint(d.Latency),
@@ -241,21 +253,30 @@ func RegisterCommon(r *mca.Registrar, name string, d Defaults) CommonParams {
 // they make sense together.
 func (c CommonParams) Attributes(b *mca.Base, name string, flags Flags) (Attributes, error) {
 	a := Attributes{
-		Name:        name,
-		Exclusivity: int(b.Get(c.Exclusivity).Uint()),
-		EagerLimit:  int(b.Get(c.EagerLimit).Uint()),
-		MaxSendSize: int(b.Get(c.MaxSendSize).Uint()),
-		Latency:     int(b.Get(c.Latency).Uint()),
-		Bandwidth:   int(b.Get(c.Bandwidth).Uint()),
-		Flags:       flags,
+		Name:           name,
+		Exclusivity:    int(b.Get(c.Exclusivity).Uint()),
+		EagerLimit:     int(b.Get(c.EagerLimit).Uint()),
+		RndvEagerLimit: int(b.Get(c.RndvEagerLimit).Uint()),
+		MaxSendSize:    int(b.Get(c.MaxSendSize).Uint()),
+		Latency:        int(b.Get(c.Latency).Uint()),
+		Bandwidth:      int(b.Get(c.Bandwidth).Uint()),
+		Flags:          flags,
 	}
 	const minFrag = 256 // room for any PML header and some payload
+	if rv := b.Get(c.RndvEagerLimit); rv.Source.Kind == params.FromDefault && a.RndvEagerLimit > a.EagerLimit {
+		// A user who lowered eager_limit alone gets a first fragment that
+		// fits, not an error about a parameter they did not set.
+		a.RndvEagerLimit = a.EagerLimit
+	}
 	switch {
 	case a.MaxSendSize < minFrag || a.MaxSendSize > 1<<30:
 		return a, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_%s_max_send_size = %d: accepted: %d to %d", name, a.MaxSendSize, minFrag, 1<<30)
 	case a.EagerLimit < minFrag || a.EagerLimit > a.MaxSendSize:
 		return a, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_%s_eager_limit = %d: accepted: %d to btl_%s_max_send_size (%d)",
 			name, a.EagerLimit, minFrag, name, a.MaxSendSize)
+	case a.RndvEagerLimit < minFrag || a.RndvEagerLimit > a.EagerLimit:
+		return a, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_%s_rndv_eager_limit = %d: accepted: %d to btl_%s_eager_limit (%d)",
+			name, a.RndvEagerLimit, minFrag, name, a.EagerLimit)
 	}
 	return a, nil
 }

@@ -469,6 +469,7 @@ func TestBadParameters(t *testing.T) {
 		{[]string{"btl_shm_liveness_polls", "0"}, "btl_shm_liveness_polls = 0: accepted: 1 to"},
 		{[]string{"btl_shm_single_copy_mechanism", "xpmem"}, "btl_shm_single_copy_mechanism"},
 		{[]string{"btl_shm_eager_limit", "64k"}, "btl_shm_eager_limit = 65536: accepted:"},
+		{[]string{"btl_shm_rndv_eager_limit", "8k"}, "btl_shm_rndv_eager_limit = 8192: accepted: 256 to btl_shm_eager_limit (4096)"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.set, "="), func(t *testing.T) {

@@ -109,6 +109,12 @@ func TestSweepTwoRanks(t *testing.T) {
 	sweepAll(t, 2, maxSweep())
 }
 
+// A rendezvous whose first fragment is as large as an eager message (the
+// default sends 4 KiB first) moves every size as well.
+func TestSweepLargeFirstFragment(t *testing.T) {
+	sweepAll(t, 2, maxSweep(), mpitest.WithMCA("btl_tcp_rndv_eager_limit", "64k"))
+}
+
 func TestSweepFourRanks(t *testing.T) {
 	max := 1 << 20
 	if testing.Short() {

@@ -326,7 +326,7 @@ func (m *module) first(r *sendReq) bool {
 			m.nRget.Add(1)
 		}
 	default:
-		chunk := max(0, min(len(r.buf), route.Attr.EagerLimit-rndvLen))
+		chunk := max(0, min(len(r.buf), route.Attr.RndvEagerLimit-rndvLen))
 		err = route.Module.Send(route.EP, tagOf(hdrRndv), putRndv(hb, hdrRndv, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.buf[:chunk])
 		if err == nil {
 			m.nRndv.Add(1)
