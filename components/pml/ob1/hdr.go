@@ -90,15 +90,10 @@ func putRndv(b []byte, typ byte, ctx uint16, src, tag int, seq uint16, msgLen in
 // decodeMatch parses a MATCH, RNDV or RGET header and returns it with what
 // follows it.
 func decodeMatch(frag []byte) (matchHdr, []byte, error) {
-	var h matchHdr
 	if len(frag) < matchLen {
-		return h, nil, fmt.Errorf("match header of %d bytes, want %d", len(frag), matchLen)
+		return matchHdr{}, nil, fmt.Errorf("match header of %d bytes, want %d", len(frag), matchLen)
 	}
-	h.typ, h.flags = frag[0], frag[1]
-	h.ctx = le.Uint16(frag[2:])
-	h.src = int32(le.Uint32(frag[4:]))
-	h.tag = int32(le.Uint32(frag[8:]))
-	h.seq = le.Uint16(frag[12:])
+	h := matchFields(frag)
 	switch h.typ {
 	case hdrMatch:
 		return h, frag[matchLen:], nil
@@ -123,6 +118,16 @@ func decodeMatch(frag []byte) (matchHdr, []byte, error) {
 		return h, rest, nil
 	}
 	return h, nil, fmt.Errorf("header type %d is not a match header", h.typ)
+}
+
+// matchFields reads the fields every match header has from frag, of at
+// least matchLen bytes. Small enough to inline: dispatch decodes a MATCH
+// with it alone (decodeMatch's call and results cost a windowed message
+// ~15 ns).
+func matchFields(frag []byte) matchHdr {
+	_ = frag[matchLen-1]
+	return matchHdr{typ: frag[0], flags: frag[1], ctx: le.Uint16(frag[2:]), src: int32(le.Uint32(frag[4:])),
+		tag: int32(le.Uint32(frag[8:])), seq: le.Uint16(frag[12:])}
 }
 
 // rgetPayload is what follows an RGET header: the name of the BTL whose

@@ -137,7 +137,13 @@ func (m *module) dispatch(src int, frag []byte) {
 		return
 	}
 	switch frag[0] {
-	case hdrMatch, hdrRndv, hdrRget:
+	case hdrMatch:
+		if len(frag) < matchLen {
+			m.bad(src, fmt.Errorf("match header of %d bytes, want %d", len(frag), matchLen))
+			return
+		}
+		m.incoming(src, nil, &arrival{h: matchFields(frag), data: frag[matchLen:]})
+	case hdrRndv, hdrRget:
 		h, payload, err := decodeMatch(frag)
 		if err != nil {
 			m.bad(src, err)

@@ -35,7 +35,6 @@ func newTestModule(t testing.TB, size int) (*module, *pml.Comm) {
 	empty := []*comm{}
 	m.comms.Store(&empty)
 	m.eng = pml.NewEngine(nil, nil, func() int { return 0 }, nil)
-	m.recvPool.New = func() any { return new(recvReq) }
 	world := make([]int, size)
 	for i := range world {
 		world[i] = i

@@ -120,9 +120,6 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	empty := []*comm{}
 	m.comms.Store(&empty)
 	m.eng = pml.NewEngine(b, env.Runtime, m.Progress, m.busy)
-	m.recvPool.New = func() any { return new(recvReq) }
-	m.sendPool.New = func() any { return new(sendReq) }
-	m.donePool.New = func() any { return new(doneReq) }
 
 	// The LLP of a peer is the first selected module that reaches it; never
 	// one for oneself (self-sends always take the BTL path).
@@ -222,7 +219,9 @@ type module struct {
 	bsend pml.BsendBuffer
 	// The free lists of requests (per instance: instances do not share
 	// requests).
-	recvPool, sendPool, donePool sync.Pool
+	recvPool freeList[recvReq]
+	sendPool freeList[sendReq]
+	donePool freeList[doneReq]
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
 }

@@ -45,7 +45,7 @@ type recvReq struct {
 // and receives completed eagerly come back to it, so that steady traffic
 // allocates none.
 func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
-	r := m.recvPool.Get().(*recvReq)
+	r := m.recvPool.get()
 	*r = recvReq{}
 	r.Init(m.eng, r)
 	r.c, r.buf, r.src, r.tag, r.pooled, r.mod = c, buf, src, tag, pooled, m
@@ -57,7 +57,7 @@ func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvRe
 func (m *module) recycle(r *recvReq) {
 	if r.pooled {
 		r.buf, r.c = nil, nil
-		m.recvPool.Put(r)
+		m.recvPool.put(r)
 	}
 }
 
@@ -66,7 +66,7 @@ func (m *module) recycle(r *recvReq) {
 func (r *recvReq) Recycle() {
 	m := r.mod
 	r.buf, r.c, r.mod = nil, nil, nil
-	m.recvPool.Put(r)
+	m.recvPool.put(r)
 }
 
 // finish completes the request once, whoever gets there first.

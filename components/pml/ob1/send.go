@@ -46,7 +46,7 @@ type sendReq struct {
 func (r *sendReq) Recycle() {
 	m := r.mod
 	r.buf, r.c, r.sp, r.mod = nil, nil, nil, nil
-	m.sendPool.Put(r)
+	m.sendPool.put(r)
 }
 
 func (r *sendReq) finish(err error) {
@@ -163,7 +163,7 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 				sp.seq++
 				sp.mu.Unlock()
 				m.nEager.Add(1)
-				d := m.donePool.Get().(*doneReq)
+				d := m.donePool.get()
 				d.mod = m
 				d.InitDone(m.eng, pml.Status{Source: dst, Tag: tag}, d)
 				return &d.Request, nil
@@ -190,13 +190,13 @@ type doneReq struct {
 func (d *doneReq) Recycle() {
 	m := d.mod
 	d.mod = nil
-	m.donePool.Put(d)
+	m.donePool.put(d)
 }
 
 // newSend makes a send request and chooses its protocol.
 func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mode pml.SendMode) *sendReq {
 	// From the free list: eager sends come back to it through Wait.
-	r := m.sendPool.Get().(*sendReq)
+	r := m.sendPool.get()
 	*r = sendReq{c: c, sp: sp, buf: buf, dst: dst, world: w, tag: tag, mod: m}
 	r.Init(m.eng, nil)
 	route := &m.bml.Peer(w).Send[0]
