@@ -149,6 +149,15 @@ func (m *BML) RegisterRecv(tag Tag, fn RecvFunc) {
 	}
 }
 
+// RegisterSteer installs s on every module that takes steers (Steerer).
+func (m *BML) RegisterSteer(tag Tag, s Steer) {
+	for _, mod := range m.modules {
+		if st, ok := mod.(Steerer); ok {
+			st.RegisterSteer(tag, s)
+		}
+	}
+}
+
 // RegisterError installs fn on every module. The run-time environment hears
 // of every lost peer first (rte.Runtime.PeerLost), so that the launcher can
 // tell a failure of this process that follows from its cause.

@@ -187,6 +187,26 @@ type Peeker interface {
 	Done(ep Endpoint, consume bool)
 }
 
+// Steer lets a module that reads fragments from a byte stream (tcp) put a
+// large payload straight where it belongs, instead of reading it into its
+// own buffer for the PML to copy: one copy fewer per byte. For fragments of
+// the tag it was registered for, once the first HdrLen bytes (the PML's
+// header) are in and at least Min bytes of payload follow, the module calls
+// Where; a non-nil answer of exactly n bytes is where the payload goes, and
+// Placed is called once it is all there, instead of the tag's RecvFunc. A
+// nil answer delivers the fragment as usual. Both run inside Progress; hdr
+// is valid only during the call.
+type Steer struct {
+	HdrLen, Min int
+	Where       func(src int, hdr []byte, n int) []byte
+	Placed      func(src int, hdr []byte, n int)
+}
+
+// Steerer is an optional interface of a Module: it takes Steers.
+type Steerer interface {
+	RegisterSteer(tag Tag, s Steer)
+}
+
 // Component is what a btl component implements.
 type Component interface {
 	mca.Component

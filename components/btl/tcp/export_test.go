@@ -60,3 +60,11 @@ func Crash(m btl.Module) { m.(*module).shutdown(false) }
 func Handshakes(m btl.Module) (pending, peak int, evicted int64) {
 	return m.(*module).handshakes.Stats()
 }
+
+// Placed counts the payloads the module read straight into their place.
+func Placed(m btl.Module) uint64 {
+	mod := m.(*module)
+	mod.progress.Lock()
+	defer mod.progress.Unlock()
+	return mod.placed
+}

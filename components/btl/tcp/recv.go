@@ -30,10 +30,19 @@ type inConn struct {
 	dst  []byte
 	rn   int
 	rerr syscall.Errno
+
+	// A payload being read straight into its place (btl.Steer): where,
+	// how much of it has arrived, and the PML header it came with.
+	placing   []byte
+	placed    int
+	placeBy   *btl.Steer
+	placeHdr  [64]byte
+	placeHdrN int
 }
 
 func newInConn(m *module, rank int, conn *net.TCPConn, raw syscall.RawConn, maxFrame int) *inConn {
 	c := &inConn{m: m, rank: rank, conn: conn, raw: raw, fr: newFrameReader(maxFrame), fd: -1}
+	c.fr.steerable = m.steerable
 	c.rfn = c.read
 	raw.Control(func(fd uintptr) { c.fd = int32(fd) })
 	return c
@@ -62,7 +71,11 @@ const pollRounds = 4
 func (c *inConn) poll() (int, bool) {
 	delivered := 0
 	for range pollRounds {
-		c.dst = c.fr.space()
+		if c.placing != nil {
+			c.dst = c.placing[c.placed:]
+		} else {
+			c.dst = c.fr.space()
+		}
 		if err := c.raw.Read(c.rfn); err != nil {
 			c.lost(err)
 			return delivered, false
@@ -76,6 +89,19 @@ func (c *inConn) poll() (int, bool) {
 		case c.rn == 0:
 			c.lost(errors.New("the peer closed the connection without saying goodbye"))
 			return delivered, false
+		}
+		if c.placing != nil {
+			if c.placed += c.rn; c.placed == len(c.placing) {
+				s, n := c.placeBy, len(c.placing)
+				c.placing, c.placeBy = nil, nil
+				s.Placed(c.rank, c.placeHdr[:c.placeHdrN], n)
+				c.m.placed++
+				delivered++
+			}
+			if c.rn < len(c.dst) {
+				return delivered, true // the socket is drained
+			}
+			continue
 		}
 		c.fr.advance(c.rn)
 		for {
@@ -96,11 +122,36 @@ func (c *inConn) poll() (int, bool) {
 			}
 			delivered++
 		}
+		c.steer()
 		if c.rn < len(c.dst) {
 			return delivered, true // the socket is drained
 		}
 	}
 	return delivered, true
+}
+
+// steer offers the frame being received to its tag's Steer, once its PML
+// header is in: a payload the PML places is read straight into its place
+// from then on.
+func (c *inConn) steer() {
+	h, body, ok := c.fr.partial()
+	if !ok || c.fr.declined {
+		return
+	}
+	s := c.m.steers[h.tag].Load()
+	if s == nil || c.m.steerable(h.tag, h.length) == 0 || len(body) < s.HdrLen {
+		return
+	}
+	n := h.length - s.HdrLen
+	dst := s.Where(c.rank, body[:s.HdrLen], n)
+	if len(dst) != n {
+		c.fr.declined = true
+		return
+	}
+	c.placeHdrN = copy(c.placeHdr[:], body[:s.HdrLen])
+	c.placed = copy(dst, body[s.HdrLen:])
+	c.placing, c.placeBy = dst, s
+	c.fr.drop()
 }
 
 func (c *inConn) lost(cause error) {

@@ -267,6 +267,8 @@ type module struct {
 	mdx  *rte.Modex
 	log  *mca.Logger
 	cb   btl.Callbacks
+	// steers are the PML's btl.Steers, by tag.
+	steers [256]atomic.Pointer[btl.Steer]
 
 	local     []localAddr
 	listeners []*net.TCPListener
@@ -284,6 +286,7 @@ type module struct {
 	in       []*inConn
 	nIn      atomic.Int32 // len(in), for the lock-free idle check
 	received uint64       // frames delivered (tests)
+	placed   uint64       // of them, payloads read straight into place (btl.Steer; tests)
 	epfd     int          // -1 until there are btl_tcp_epoll_threshold connections
 	byFD     map[int32]*inConn
 	events   [64]unix.EpollEvent
@@ -385,6 +388,25 @@ func (m *module) Attributes() btl.Attributes { return m.attr }
 
 func (m *module) RegisterRecv(tag btl.Tag, fn btl.RecvFunc) { m.cb.RegisterRecv(tag, fn) }
 func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError(fn) }
+
+// RegisterSteer makes the module a btl.Steerer: large payloads of tag's
+// fragments are read straight into the place s says.
+func (m *module) RegisterSteer(tag btl.Tag, s btl.Steer) {
+	if s.HdrLen <= 0 || s.HdrLen > len(inConn{}.placeHdr) || s.Where == nil || s.Placed == nil {
+		panic(fmt.Sprintf("btl tcp: a steer for tag 0x%02x needs a header of 1 to %d bytes, Where and Placed", uint8(tag), len(inConn{}.placeHdr)))
+	}
+	m.steers[tag].Store(&s)
+}
+
+// steerable says how much of a frame's body to read before offering it to
+// its tag's Steer (the PML's header), or 0 when it is not offered: no
+// steer, or a payload under its Min.
+func (m *module) steerable(tag uint8, length int) int {
+	if s := m.steers[tag].Load(); s != nil && length-s.HdrLen >= max(s.Min, 1) {
+		return s.HdrLen
+	}
+	return 0
+}
 
 // AddProcs reads every other rank's business card and keeps the addresses
 // this process can use. A rank without a card (its tcp BTL is not in use)

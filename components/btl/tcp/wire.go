@@ -252,6 +252,12 @@ type frameReader struct {
 	buf  []byte
 	r, w int // unread bytes are buf[r:w]
 	max  int // largest body accepted
+	// steerable, when set, says how many bytes of a frame's body to read
+	// before it can be steered (btl.Steer): space() then leaves room for
+	// no more, so that the payload is not read into buf. 0: not steerable.
+	steerable func(tag uint8, length int) int
+	// declined: the frame at r was offered and not steered; read it whole.
+	declined bool
 }
 
 // initialReadBuf is a connection's first read buffer; it grows, up to one
@@ -275,6 +281,11 @@ func (f *frameReader) space() []byte {
 	if f.w-f.r >= frameHdrLen {
 		if h, err := parseFrameHeader(f.buf[f.r:f.w], f.max); err == nil {
 			need += h.length
+			if f.steerable != nil && !f.declined {
+				if k := f.steerable(h.tag, h.length); k > 0 {
+					need = frameHdrLen + k
+				}
+			}
 		}
 	}
 	switch {
@@ -309,8 +320,27 @@ func (f *frameReader) next() (h frameHeader, body []byte, ok bool, err error) {
 	}
 	body = f.buf[f.r+frameHdrLen : end]
 	f.r = end
+	f.declined = false
 	return h, body, true, nil
 }
+
+// partial returns the header of the frame being received and the part of
+// its body read so far; ok is false when no header is complete or the
+// frame is (then next returns it).
+func (f *frameReader) partial() (h frameHeader, body []byte, ok bool) {
+	if f.w-f.r < frameHdrLen {
+		return h, nil, false
+	}
+	h, err := parseFrameHeader(f.buf[f.r:f.w], f.max)
+	if err != nil || f.r+frameHdrLen+h.length <= f.w {
+		return h, nil, false
+	}
+	return h, f.buf[f.r+frameHdrLen : f.w], true
+}
+
+// drop forgets the partial frame (its body is being read elsewhere): the
+// buffer holds nothing else, since the frame is incomplete.
+func (f *frameReader) drop() { f.r, f.w, f.declined = 0, 0, false }
 
 // ---- Business card ----
 //

@@ -154,6 +154,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
+	env.BML.RegisterSteer(tagOf(hdrFrag), m.fragSteer())
 	env.BML.RegisterError(m.peerLost)
 	if env.Runtime != nil {
 		// A rank the launcher reports dead (mpirun --enable-recovery): no
