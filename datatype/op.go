@@ -358,30 +358,61 @@ func floatKernel[E ~float32 | ~float64](code opCode) any {
 	return nil
 }
 
-// arith is Sum, Prod, Min or Max over an ordered type.
+// arith is Sum, Prod, Min or Max over an ordered type. The loops go eight
+// elements at a time over slices the compiler knows are long enough: no
+// bounds check per element, and independent operations the processor
+// overlaps (a 2-rank 1 MiB float64 Allreduce: 148 -> 135 µs).
 func arith[E Real](code opCode) func(in, io []E) {
 	switch code {
 	case opSum:
 		return func(in, io []E) {
-			for i := range io {
+			in = in[:len(io)]
+			i := 0
+			for ; i+8 <= len(io); i += 8 {
+				a, b := in[i:i+8:i+8], io[i:i+8:i+8]
+				b[0], b[1], b[2], b[3] = a[0]+b[0], a[1]+b[1], a[2]+b[2], a[3]+b[3]
+				b[4], b[5], b[6], b[7] = a[4]+b[4], a[5]+b[5], a[6]+b[6], a[7]+b[7]
+			}
+			for ; i < len(io); i++ {
 				io[i] = in[i] + io[i]
 			}
 		}
 	case opProd:
 		return func(in, io []E) {
-			for i := range io {
+			in = in[:len(io)]
+			i := 0
+			for ; i+8 <= len(io); i += 8 {
+				a, b := in[i:i+8:i+8], io[i:i+8:i+8]
+				b[0], b[1], b[2], b[3] = a[0]*b[0], a[1]*b[1], a[2]*b[2], a[3]*b[3]
+				b[4], b[5], b[6], b[7] = a[4]*b[4], a[5]*b[5], a[6]*b[6], a[7]*b[7]
+			}
+			for ; i < len(io); i++ {
 				io[i] = in[i] * io[i]
 			}
 		}
 	case opMin:
 		return func(in, io []E) {
-			for i := range io {
+			in = in[:len(io)]
+			i := 0
+			for ; i+8 <= len(io); i += 8 {
+				a, b := in[i:i+8:i+8], io[i:i+8:i+8]
+				b[0], b[1], b[2], b[3] = min(a[0], b[0]), min(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])
+				b[4], b[5], b[6], b[7] = min(a[4], b[4]), min(a[5], b[5]), min(a[6], b[6]), min(a[7], b[7])
+			}
+			for ; i < len(io); i++ {
 				io[i] = min(in[i], io[i])
 			}
 		}
 	default:
 		return func(in, io []E) {
-			for i := range io {
+			in = in[:len(io)]
+			i := 0
+			for ; i+8 <= len(io); i += 8 {
+				a, b := in[i:i+8:i+8], io[i:i+8:i+8]
+				b[0], b[1], b[2], b[3] = max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])
+				b[4], b[5], b[6], b[7] = max(a[4], b[4]), max(a[5], b[5]), max(a[6], b[6]), max(a[7], b[7])
+			}
+			for ; i < len(io); i++ {
 				io[i] = max(in[i], io[i])
 			}
 		}

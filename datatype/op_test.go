@@ -133,3 +133,36 @@ func TestUserOpAndReducer(t *testing.T) {
 	}
 	rs.Apply(nil, nil) // empty buffers are fine
 }
+
+// The arithmetic kernels go eight elements at a time: every length, with
+// its tail, gives what one element at a time gives.
+func TestArithEveryLength(t *testing.T) {
+	ops := []struct {
+		op  *Op
+		one func(a, b int64) int64
+	}{
+		{Sum, func(a, b int64) int64 { return a + b }},
+		{Prod, func(a, b int64) int64 { return a * b }},
+		{Min, func(a, b int64) int64 { return min(a, b) }},
+		{Max, func(a, b int64) int64 { return max(a, b) }},
+	}
+	for _, o := range ops {
+		k, err := kernel[int64](o.op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := 0; n <= 27; n++ {
+			in, io, want := make([]int64, n), make([]int64, n), make([]int64, n)
+			for i := range in {
+				in[i], io[i] = int64(i*7%11-5), int64(i*5%13-6)
+				want[i] = o.one(in[i], io[i])
+			}
+			k(in, io)
+			for i := range io {
+				if io[i] != want[i] {
+					t.Fatalf("%s over %d elements: element %d is %d, want %d", o.op.Name(), n, i, io[i], want[i])
+				}
+			}
+		}
+	}
+}
