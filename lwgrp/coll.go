@@ -19,6 +19,26 @@ type Op = datatype.Op
 // group is what the algorithms read of a LogChain or LogRing.
 type group = LogChain
 
+// chainOK refuses a nil or freed group and a bad tag: errors, never a
+// nil dereference.
+func chainOK(op string, l *LogChain, tag int) error {
+	if l == nil || l.t == nil {
+		return mpierr.Errorf(mpierr.ErrGroup, "lwgrp: %s: the group is nil or freed", op)
+	}
+	return checkTag(op, tag)
+}
+
+// ringOf is chainOK for a LogRing, returning the ring's chain.
+func ringOf(op string, r *LogRing, tag int) (*group, error) {
+	if r == nil {
+		return nil, mpierr.Errorf(mpierr.ErrGroup, "lwgrp: %s: the group is nil or freed", op)
+	}
+	if err := chainOK(op, &r.LogChain, tag); err != nil {
+		return nil, err
+	}
+	return &r.LogChain, nil
+}
+
 // at is the parent rank of the member dist hops right (left if negative)
 // of this one; dist must be ± a power of two below the group's size.
 func (l *group) at(dist int) int {
@@ -70,8 +90,8 @@ func (l *group) recv(buf []byte, src, tag int) error {
 // the one 2^d to its right and hears from the one 2^d to its left:
 // ⌈log2 n⌉ rounds.
 func (r *LogRing) Barrier(tag int) error {
-	l := &r.LogChain
-	if err := checkTag("Barrier", tag); err != nil {
+	l, err := ringOf("Barrier", r, tag)
+	if err != nil {
 		return err
 	}
 	for d := range l.right {
@@ -92,8 +112,8 @@ func checkRoot(op string, l *group, root int) error {
 // Bcast sends the root's buf to every member's buf down a binomial tree
 // rooted at the root: ⌈log2 n⌉ rounds.
 func Bcast[T datatype.Elem](r *LogRing, buf []T, root, tag int) error {
-	l := &r.LogChain
-	if err := checkTag("Bcast", tag); err != nil {
+	l, err := ringOf("Bcast", r, tag)
+	if err != nil {
 		return err
 	}
 	if err := checkRoot("Bcast", l, root); err != nil {
@@ -144,7 +164,7 @@ func reducer[T datatype.Elem](name string, op *Op) (datatype.Reducer, error) {
 // order), and gets the result back at the end: ⌈log2 n⌉ rounds, two more
 // when n is not a power of two. It needs only LogChain hops.
 func Allreduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int) error {
-	if err := checkTag("Allreduce", tag); err != nil {
+	if err := chainOK("Allreduce", l, tag); err != nil {
 		return err
 	}
 	red, err := reducer[T]("Allreduce", op)
@@ -162,7 +182,7 @@ func Allreduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int) er
 
 // Reduce is Allreduce with the result kept at root only (as lwgrp's).
 func Reduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, root, tag int) error {
-	if err := checkTag("Reduce", tag); err != nil {
+	if err := chainOK("Reduce", l, tag); err != nil {
 		return err
 	}
 	if err := checkRoot("Reduce", l, root); err != nil {
@@ -302,7 +322,7 @@ func Exscan[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int) error
 }
 
 func scan[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int, name string, exclusive bool) error {
-	if err := checkTag(name, tag); err != nil {
+	if err := chainOK(name, l, tag); err != nil {
 		return err
 	}
 	red, err := reducer[T](name, op)
@@ -356,8 +376,8 @@ func scan[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int, name st
 // has and send ours 2^d left; a rotation at the end): ⌈log2 n⌉ rounds for
 // any n.
 func Allgather[T datatype.Elem](r *LogRing, send, recv []T, tag int) error {
-	l := &r.LogChain
-	if err := checkTag("Allgather", tag); err != nil {
+	l, err := ringOf("Allgather", r, tag)
+	if err != nil {
 		return err
 	}
 	if len(recv) != len(send)*l.size {
@@ -377,8 +397,8 @@ func Allgather[T datatype.Elem](r *LogRing, send, recv []T, tag int) error {
 // Allgatherv is Allgather with counts[i] elements from member i, packed in
 // rank order in recv.
 func Allgatherv[T datatype.Elem](r *LogRing, send, recv []T, counts []int, tag int) error {
-	l := &r.LogChain
-	if err := checkTag("Allgatherv", tag); err != nil {
+	l, err := ringOf("Allgatherv", r, tag)
+	if err != nil {
 		return err
 	}
 	if len(counts) != l.size {
@@ -451,8 +471,8 @@ func lenOf(size func(int) int, k int) int {
 // Gather collects every member's send at the root's recv, in rank order,
 // up a binomial tree: ⌈log2 n⌉ rounds.
 func Gather[T datatype.Elem](r *LogRing, send, recv []T, root, tag int) error {
-	l := &r.LogChain
-	if err := checkTag("Gather", tag); err != nil {
+	l, err := ringOf("Gather", r, tag)
+	if err != nil {
 		return err
 	}
 	if err := checkRoot("Gather", l, root); err != nil {
@@ -494,16 +514,16 @@ func Gather[T datatype.Elem](r *LogRing, send, recv []T, root, tag int) error {
 // the blocks whose index has bit d set 2^d right, then rotate back):
 // ⌈log2 n⌉ rounds.
 func Alltoall[T datatype.Elem](r *LogRing, send, recv []T, tag int) error {
-	l := &r.LogChain
+	l, err := ringOf("Alltoall", r, tag)
+	if err != nil {
+		return err
+	}
 	n := l.size
 	counts := make([]int, n)
 	if len(send)%n == 0 {
 		for i := range counts {
 			counts[i] = len(send) / n
 		}
-	}
-	if err := checkTag("Alltoall", tag); err != nil {
-		return err
 	}
 	if len(send) != len(recv) || len(send)%n != 0 {
 		return mpierr.Errorf(mpierr.ErrCount, "lwgrp: Alltoall: %d elements to send and %d to receive: want equal, a multiple of %d", len(send), len(recv), n)
@@ -518,8 +538,8 @@ func Alltoall[T datatype.Elem](r *LogRing, send, recv []T, tag int) error {
 // order in send) and receives recvCounts[i] from member i (packed in recv).
 // Bruck's rounds with each block's length sent ahead of the data.
 func Alltoallv[T datatype.Elem](r *LogRing, send []T, sendCounts []int, recv []T, recvCounts []int, tag int) error {
-	l := &r.LogChain
-	if err := checkTag("Alltoallv", tag); err != nil {
+	l, err := ringOf("Alltoallv", r, tag)
+	if err != nil {
 		return err
 	}
 	n := l.size

@@ -263,6 +263,9 @@ func checkTag(op string, tag int) error {
 // 2^(d+1) neighbours: ⌈log2 n⌉ rounds of two small exchanges. Collective
 // over the ring's members.
 func LogRingFromRing(r *Ring, tag int) (*LogRing, error) {
+	if r == nil {
+		return nil, mpierr.Errorf(mpierr.ErrGroup, "lwgrp: build: the group is nil or freed")
+	}
 	l, err := jump(&r.Chain, tag, true)
 	if err != nil {
 		return nil, err
@@ -275,6 +278,9 @@ func LogRingFromRing(r *Ring, tag int) (*LogRing, error) {
 func LogChainFromChain(c *Chain, tag int) (*LogChain, error) { return jump(c, tag, false) }
 
 func jump(c *Chain, tag int, ring bool) (*LogChain, error) {
+	if c == nil || c.t == nil {
+		return nil, mpierr.Errorf(mpierr.ErrGroup, "lwgrp: build: the group is nil or freed")
+	}
 	if err := checkTag("build", tag); err != nil {
 		return nil, err
 	}

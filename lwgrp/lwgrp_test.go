@@ -489,3 +489,46 @@ func bitsLen(v int) int {
 	}
 	return k
 }
+
+// A nil or freed group is an ErrGroup error from every collective and
+// builder, never a nil dereference (the package promises errors).
+func TestNilAndFreedGroups(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		freed, err := lwgrp.LogRingFromComm(w)
+		if err != nil {
+			return err
+		}
+		freed.Free()
+		freedChain := &lwgrp.Ring{}
+		for _, ring := range []*lwgrp.LogRing{nil, freed} {
+			buf := []int64{1}
+			chain := (*lwgrp.LogChain)(nil)
+			if ring != nil {
+				chain = &ring.LogChain
+			}
+			calls := map[string]error{
+				"Bcast":      lwgrp.Bcast(ring, buf, 0, 1),
+				"Allreduce":  lwgrp.Allreduce(chain, buf, []int64{0}, datatype.Sum, 1),
+				"Reduce":     lwgrp.Reduce(chain, buf, []int64{0}, datatype.Sum, 0, 1),
+				"Scan":       lwgrp.Scan(chain, buf, []int64{0}, datatype.Sum, 1),
+				"Exscan":     lwgrp.Exscan(chain, buf, []int64{0}, datatype.Sum, 1),
+				"Allgather":  lwgrp.Allgather(ring, buf, []int64{0, 0}, 1),
+				"Allgatherv": lwgrp.Allgatherv(ring, buf, []int64{0, 0}, []int{1, 1}, 1),
+				"Gather":     lwgrp.Gather(ring, buf, []int64{0, 0}, 0, 1),
+				"Alltoall":   lwgrp.Alltoall(ring, []int64{1, 2}, []int64{0, 0}, 1),
+				"Alltoallv":  lwgrp.Alltoallv(ring, []int64{1, 2}, []int{1, 1}, []int64{0, 0}, []int{1, 1}, 1),
+			}
+			_, calls["Split"] = lwgrp.Split(ring, 0, 0, 1)
+			_, calls["LogRingFromRing"] = lwgrp.LogRingFromRing(freedChain, 1)
+			_, calls["LogRingFromRing(nil)"] = lwgrp.LogRingFromRing(nil, 1)
+			calls["Barrier"] = ring.Barrier(1)
+			for name, err := range calls {
+				if !errors.Is(err, mpierr.ErrGroup) {
+					return fmt.Errorf("%s on a nil or freed group: %v, want an ErrGroup error", name, err)
+				}
+			}
+		}
+		return nil
+	})
+}

@@ -36,7 +36,10 @@ func SplitBin(r *LogRing, bins, bin, tag int) (*LogRing, error) {
 }
 
 func split(r *LogRing, color, key, tag int, name string) (*LogRing, error) {
-	l := &r.LogChain
+	l, err := ringOf(name, r, tag)
+	if err != nil {
+		return nil, err
+	}
 	n := l.size
 	all := make([]int64, 3*n)
 	mine := []int64{int64(color), int64(key), int64(l.t.Rank())}
