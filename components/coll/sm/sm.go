@@ -60,24 +60,26 @@ func (c *Component) Info() mca.Info {
 	return mca.Info{Framework: "coll", Name: "sm", Version: mca.GompiVersion, API: coll.Framework.API, Priority: Priority}
 }
 
-// Register declares the slot size.
+// Register declares the sizes that route calls. They are all-eq: ranks
+// that routed one call differently (sm on one, the module below on another)
+// would wait for each other for ever.
 func (c *Component) Register(r *mca.Registrar) {
-	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Level: 5, Default: "1m",
+	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "1m",
 		Help: "Largest message (bytes per rank) that bcast, reduce and allreduce carry through the communicator's " +
 			"shared segment; larger ones go to the module below. 0 leaves sm the barrier only. At most 1m; " +
 			"the segment holds two slots of this size per rank and two more, within " + SegmentBytesParam})
-	c.segment = r.Add(params.Def{Name: SegmentBytesParam, Type: params.Size, Level: 6, Default: "16m",
+	c.segment = r.Add(params.Def{Name: SegmentBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "16m",
 		Help: "Most bytes of a communicator's shared segment (made at its first collective through sm): on many ranks " +
 			"the slots shrink below " + MaxBytesParam + " to fit (16m: 1 MiB slots up to 6 ranks, 125 KiB on 64)"})
-	c.pair = r.Add(params.Def{Name: PairBytesParam, Type: params.Size, Level: 6, Default: "64k",
+	c.pair = r.Add(params.Def{Name: PairBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "64k",
 		Help: "On two ranks, bcast, reduce and allreduce above this many bytes go to the module below: there the " +
 			"transports' single copies move less data than sm's copies in and out (2 ranks, 1 MiB allreduce, " +
 			"near placement: 130 µs through tuned's ring, 245 through sm)"})
-	c.rootedMin = r.Add(params.Def{Name: RootedMinParam, Type: params.Size, Level: 6, Default: "2k",
+	c.rootedMin = r.Add(params.Def{Name: RootedMinParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "2k",
 		Help: "Where the job runs more ranks than the node has cores, bcast and reduce under this many bytes go to " +
 			"the module below, whose messages let the root run ahead of the others instead of waiting for them " +
 			"(4 ranks on 2 cores, 8 bytes: bcast 0.5 µs through tuned, 2.1 through sm; from 4 KiB sm is faster); 0: never"})
-	c.split = r.Add(params.Def{Name: SplitBytesParam, Type: params.Size, Level: 6, Default: "16k",
+	c.split = r.Add(params.Def{Name: SplitBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "16k",
 		Help: "Allreduces of at least this many bytes (and at most " + MaxBytesParam + ") share the combining out: each rank " +
 			"combines its block of every rank's input, then all copy the result; smaller ones have every rank combine " +
 			"everything, which waits once instead of twice"})
