@@ -932,20 +932,44 @@ func TestModexFenceContext(t *testing.T) {
 	})
 }
 
-// openFiles counts this process's descriptors.
-func openFiles(t testing.TB) int {
+// modexSockets counts this process's descriptors that are unix sockets on
+// a modex node socket name of job (listeners and accepted connections,
+// which carry the listener's name in /proc/net/unix). Counting all
+// descriptors instead made the test flaky: a rank whose wait sleeps for
+// the first time opens its bell's socket then, and keeps it to Finalize.
+func modexSockets(t testing.TB, job string) int {
+	inodes := map[string]bool{}
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip(err)
 	}
-	return len(ents)
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			if in, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(in, "]")] = true
+			}
+		}
+	}
+	data, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Skip(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		// Num RefCount Protocol Flags Type St Inode [Path]
+		if len(f) >= 8 && inodes[f[6]] && strings.HasPrefix(f[7], "@gompi-"+job+"-modex-") {
+			n++
+		}
+	}
+	return n
 }
 
 // TestModexSilentConnections: while the node leader gathers a fence's
 // records, 1000 connections to its node socket say nothing. They are
 // closed within the handshake timeout, the fence completes with every
 // record (rank 1's and rank 2's connections come behind the flood), and
-// the process has the descriptors it had before.
+// the process has the modex sockets it had before.
 func TestModexSilentConnections(t *testing.T) {
 	const (
 		silent  = 1000
@@ -963,7 +987,7 @@ func TestModexSilentConnections(t *testing.T) {
 			return err
 		}
 		if me == 0 {
-			before = openFiles(t)
+			before = modexSockets(t, r.JobID())
 		}
 		if err := rt.Barrier(); err != nil {
 			return err
@@ -1036,9 +1060,9 @@ func TestModexSilentConnections(t *testing.T) {
 		}
 		if me == 0 {
 			deadline := time.Now().Add(10 * time.Second)
-			for openFiles(t) > before {
+			for modexSockets(t, r.JobID()) > before {
 				if time.Now().After(deadline) {
-					return fmt.Errorf("%d descriptors open, %d before", openFiles(t), before)
+					return fmt.Errorf("%d modex socket descriptors open, %d before", modexSockets(t, r.JobID()), before)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
