@@ -2,23 +2,26 @@
 // communicator whose ranks share one node through a segment of shared
 // memory of its own, without point-to-point messages (Open MPI's coll/sm).
 //
-// Each rank owns a control word, its sequence number, and two data slots
-// (one per parity of the operation's number). An operation k writes the
-// rank's contribution into its slot of parity k, stores k as its sequence
-// number, and waits until the sequence numbers it needs reach k; readers
-// then read the slots in place. Alternating the slots means a rank never
-// waits for readers to finish: to write slot parity k it needs everyone to
-// have started operation k-1, hence to be done reading k-2, which it knows
-// from their sequence numbers. A barrier is the same without data: one
-// store and one cache line per peer to read, where a barrier of messages
-// costs a send and a matched receive per round.
+// Each rank owns a sequence number and two data slots, one per parity of
+// the count of operations. An operation writes the rank's contribution into
+// its slot of the operation's parity, publishes its next sequence number
+// (one per phase: two for the split allreduce), and waits until the numbers
+// it needs are there; readers then read the slots in place. Alternating
+// the slots means a rank never waits for readers to finish: to write a slot
+// it needs everyone to have started the previous operation, hence to be
+// done reading the one before, which it knows from their numbers. A barrier
+// is the same without data: one store and one cache line per peer to read,
+// where a barrier of messages costs a send and a matched receive per round.
+// Messages of up to 24 bytes travel in the sequence number's own cache line.
 //
 // It fills barrier, bcast, reduce and allreduce, for messages up to
-// coll_sm_max_bytes; larger ones go to the module below (tuned), as Open
-// MPI's modules pass on what they do not do. The segment is made at a
-// communicator's first collective that uses it, not when the communicator
-// is made, so that communicators that never run one cost nothing; its file
-// is removed as soon as every rank has mapped it.
+// coll_sm_max_bytes (within coll_sm_segment_bytes); larger ones go to the
+// module below (tuned), as Open MPI's modules pass on what they do not do,
+// and so do, on two ranks, those over coll_sm_pair_bytes and, where ranks
+// outnumber cores, small bcasts and reduces (coll_sm_rooted_min_bytes). The
+// segment is made at a communicator's first collective that uses it, not
+// when the communicator is made, so that communicators that never run one
+// cost nothing; its file is removed as soon as every rank has mapped it.
 package sm
 
 import (
