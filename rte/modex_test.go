@@ -13,10 +13,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/internal/strangers"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
 	"github.com/gompi/gompi/rte"
@@ -992,38 +992,24 @@ func TestModexSilentConnections(t *testing.T) {
 		if err := rt.Barrier(); err != nil {
 			return err
 		}
-		type result struct {
-			alive time.Duration
-			err   error
-		}
-		results := make(chan result, silent)
+		var flood *strangers.Flood
 		switch me {
 		case 1:
 			name := rte.NextFenceSocket(m)
 			deadline := time.Now().Add(10 * time.Second)
-			for i := 0; i < silent; {
-				start := time.Now()
-				conn, err := net.Dial("unix", name)
-				if err != nil {
+			var err error
+			flood, err = strangers.Start(silent, 10*time.Second, func(int) (net.Conn, error) {
+				for {
+					conn, err := net.Dial("unix", name)
 					// Not listening yet, or its queue is full: try again.
-					if time.Now().After(deadline) {
-						return fmt.Errorf("silent connection %d to %s: %w", i, name, err)
+					if err == nil || time.Now().After(deadline) {
+						return conn, err
 					}
 					time.Sleep(time.Millisecond)
-					continue
 				}
-				i++
-				go func() {
-					defer conn.Close()
-					conn.SetReadDeadline(time.Now().Add(10 * time.Second))
-					n, err := conn.Read(make([]byte, 1))
-					if n > 0 {
-						err = fmt.Errorf("the leader sent %d bytes", n)
-					} else if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-						err = nil
-					}
-					results <- result{time.Since(start), err}
-				}()
+			})
+			if err != nil {
+				return err
 			}
 			close(flooded)
 		case 2:
@@ -1042,13 +1028,9 @@ func TestModexSilentConnections(t *testing.T) {
 			}
 		}
 		if me == 1 {
-			var longest time.Duration
-			for i := 0; i < silent; i++ {
-				res := <-results
-				if res.err != nil {
-					return fmt.Errorf("a silent connection was not closed: %w", res.err)
-				}
-				longest = max(longest, res.alive)
+			longest, err := flood.Wait()
+			if err != nil {
+				return err
 			}
 			t.Logf("longest-lived silent connection: %v", longest)
 			if longest > timeout+time.Second {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/internal/strangers"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -1357,28 +1358,9 @@ func TestListenerStrangers(t *testing.T) {
 		expectRefused(t, addr, hello)
 	}
 
-	type result struct {
-		alive time.Duration
-		err   error
-	}
-	results := make(chan result, silent)
-	for i := 0; i < silent; i++ {
-		start := time.Now()
-		conn, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatalf("silent connection %d: %v", i, err)
-		}
-		go func() {
-			defer conn.Close()
-			conn.SetReadDeadline(time.Now().Add(liveness))
-			n, err := conn.Read(make([]byte, 1))
-			if n > 0 {
-				err = fmt.Errorf("the server sent %d bytes to a silent stranger", n)
-			} else if errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
-				err = nil
-			}
-			results <- result{time.Since(start), err}
-		}()
+	flood, err := strangers.Start(silent, liveness, func(int) (net.Conn, error) { return net.Dial("tcp", addr) })
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	// The job, behind the flood.
@@ -1419,13 +1401,9 @@ func TestListenerStrangers(t *testing.T) {
 		}
 	}
 
-	var longest time.Duration
-	for i := 0; i < silent; i++ {
-		res := <-results
-		if res.err != nil {
-			t.Fatalf("a silent connection was not closed: %v", res.err)
-		}
-		longest = max(longest, res.alive)
+	longest, err := flood.Wait()
+	if err != nil {
+		t.Fatal(err)
 	}
 	// Accepted after waiting in the kernel's queue, each was closed within
 	// the timeout of its accept: a second of slack covers the queue.
