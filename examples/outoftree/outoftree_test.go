@@ -27,6 +27,29 @@ func TestMain(m *testing.M) {
 	})
 }
 
+// checkTable checks one rank's slot table: barrier from the given module,
+// gatherv and scatterv from basic (tuned leaves them empty), bcast, reduce
+// and allreduce from sm over tuned (small ones through the node's shared
+// segment), the rest from tuned.
+func checkTable(t *testing.T, rank, table, barrier string) {
+	t.Helper()
+	for _, slot := range strings.Fields(table) {
+		op, from, _ := strings.Cut(slot, "=")
+		want := "tuned"
+		switch op {
+		case "barrier":
+			want = barrier
+		case "gatherv", "scatterv":
+			want = "basic"
+		case "bcast", "reduce", "allreduce":
+			want = "sm>tuned"
+		}
+		if from != want {
+			t.Errorf("rank %s: %s from %s, want %s", rank, op, from, want)
+		}
+	}
+}
+
 var slotTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORLD size=4 table="([^"]*)"`)
 
 // The linked example, built in its own module with `go build`, runs under
@@ -57,21 +80,7 @@ func TestLinkedComponent(t *testing.T) {
 		t.Fatalf("%d ranks logged the world's slot table, want 4:\n%s", len(tables), &stderr)
 	}
 	for _, m := range tables {
-		for _, slot := range strings.Fields(m[2]) {
-			op, from, _ := strings.Cut(slot, "=")
-			want := "tuned"
-			switch op {
-			case "barrier":
-				want = "ringbarrier"
-			case "gatherv", "scatterv":
-				want = "basic"
-			case "bcast", "reduce", "allreduce":
-				want = "sm>tuned" // small ones through the node's shared segment
-			}
-			if from != want {
-				t.Errorf("rank %s: %s from %s, want %s", m[1], op, from, want)
-			}
-		}
+		checkTable(t, m[1], m[2], "ringbarrier")
 	}
 	t.Logf("built and ran in %v", time.Since(start))
 }
@@ -107,21 +116,7 @@ func runCollectives(t *testing.T, wantBarrier string, args ...string) string {
 		t.Fatalf("%d ranks summed 0+1+2+3 right, want 4:\n%s\nstderr:\n%s", len(lines), &stdout, &stderr)
 	}
 	for _, m := range lines {
-		for _, slot := range strings.Fields(m[2]) {
-			op, from, _ := strings.Cut(slot, "=")
-			want := "tuned"
-			switch op {
-			case "barrier":
-				want = wantBarrier
-			case "gatherv", "scatterv":
-				want = "basic"
-			case "bcast", "reduce", "allreduce":
-				want = "sm>tuned" // small ones through the node's shared segment
-			}
-			if from != want {
-				t.Errorf("rank %s: %s from %s, want %s", m[1], op, from, want)
-			}
-		}
+		checkTable(t, m[1], m[2], wantBarrier)
 	}
 	return stderr.String()
 }
