@@ -75,8 +75,8 @@ func (x collComm) Send(buf []byte, dst, tag int) error {
 }
 
 func (x collComm) Recv(buf []byte, src, tag int) (int, error) {
-	st, err := x.c.inst.p2p.pml.Recv(&x.c.pc, buf, src, tag)
-	return st.Count, err
+	env, err := x.c.inst.p2p.pml.Recv(&x.c.pc, buf, src, tag)
+	return env.Count, err
 }
 
 func (x collComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {

@@ -429,14 +429,18 @@ func (c *Comm) Irsend(buf []byte, dst, tag int) (*Request, error) {
 // Recv receives into buf a message from src (or AnySource) with tag (or
 // AnyTag). Messages from one sender with one tag arrive in the order sent.
 // A message longer than buf fills buf and fails with ErrTruncate.
-func (c *Comm) Recv(buf []byte, src, tag int) (Status, error) {
+func (c *Comm) Recv(buf []byte, src, tag int) (st Status, err error) {
 	if err := c.checkRecv("Recv", src, tag); err != nil {
 		return Status{Err: err}, err
 	}
 	if src == ProcNull {
 		return procNullStatus, nil
 	}
-	return c.inst.p2p.pml.Recv(&c.pc, buf, src, tag)
+	env, err := c.inst.p2p.pml.Recv(&c.pc, buf, src, tag)
+	// Field by field into the result: a Status literal here is built in
+	// one temporary and copied to another (see pml.Envelope).
+	st.Source, st.Tag, st.Count, st.Err = env.Source, env.Tag, env.Count, err
+	return st, err
 }
 
 // Irecv starts a receive; buf belongs to gompi until the request completes.
@@ -576,12 +580,13 @@ func WaitallContext(ctx context.Context, reqs []*Request, statuses []Status) err
 	}
 	var failed []error
 	for i, r := range reqs {
-		st, err := r.WaitContext(ctx)
+		var st *Status
+		if statuses != nil {
+			st = &statuses[i]
+		}
+		err := r.WaitInto(ctx, st)
 		if err != nil && mpierr.ClassOf(err) == mpierr.ErrPending {
 			return err
-		}
-		if statuses != nil {
-			statuses[i] = st
 		}
 		if err != nil {
 			failed = append(failed, fmt.Errorf("request %d: %w", i, err))

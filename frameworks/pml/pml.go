@@ -137,7 +137,7 @@ type Module interface {
 
 	// Recv receives into buf a message from src (or AnySource) with tag (or
 	// AnyTag). A longer message fills buf and fails with ErrTruncate.
-	Recv(c *Comm, buf []byte, src, tag int) (Status, error)
+	Recv(c *Comm, buf []byte, src, tag int) (Envelope, error)
 	// Irecv starts a receive.
 	Irecv(c *Comm, buf []byte, src, tag int) (*Request, error)
 

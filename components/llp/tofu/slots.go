@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/internal/release"
 )
 
 // The slots of a box are used round robin: message k (counting from 0 over
@@ -21,9 +22,10 @@ import (
 // (stamp, length and data share it). A stamp names its message, so a stamp
 // left from an earlier lap never matches and nothing needs clearing. The
 // receiver stores the count of consumed messages in the box's ack word, on a
-// line of its own; the sender loads it only when its cached copy says every
-// slot is taken, so a sender that is not ahead of its receiver never touches
-// a line the receiver writes.
+// line of its own, after each message it peeks and each batch it polls; the
+// sender loads it only when its cached copy says every slot is taken, so a
+// sender that is not ahead of its receiver never touches a line the
+// receiver writes.
 //
 // Everything the receiver reads was written by another process and is
 // checked before use: a bad length is an error for that peer, never an
@@ -102,9 +104,9 @@ func (o *outbox) write(hdr, payload []byte) bool {
 	head := s[slotHeader : min(int(n), firstLine)+slotHeader]
 	copy(head[copy(head, hdr):], payload)
 	// The stamp publishes the message: a receiver that loads it sees what
-	// was written before it (Go's atomics are sequentially consistent; on
-	// the hardware, a release store).
-	stampAt(s, 0).Store(stamp)
+	// was written before it. A release store (package release): an
+	// atomic.Store's fence would wait for the receiver to give up the line.
+	release.Store(stampAt(s, 0), stamp)
 	o.sent = stamp
 	return true
 }
@@ -172,6 +174,11 @@ func (in *inbox) consume() {
 // returns. It returns the number delivered, and an error when a slot holds
 // garbage (nothing more should be read from the box then). Callers hold the
 // module's progress lock.
+//
+// The ack is stored once, when poll returns (a locked exchange on x86 per
+// message cost more than the delivery of a small one); until then the
+// sender sees the slots still taken, and the idle check may take a locked
+// look for nothing.
 func (in *inbox) poll(fn func(src int, msg []byte)) (int, error) {
 	done := 0
 	for uint64(done) < in.n {
@@ -184,14 +191,19 @@ func (in *inbox) poll(fn func(src int, msg []byte)) (int, error) {
 		v := binary.LittleEndian.Uint64(s[8:])
 		n := uint32(v)
 		if uint32(v>>32) != check(n, k+1) || int(n) > in.slotSize-slotHeader {
+			if done > 0 {
+				in.ack.Store(in.next)
+			}
 			return done, fmt.Errorf("slot of message %d holds %#016x: not a length of at most %d bytes with its check",
 				k, v, in.slotSize-slotHeader)
 		}
 		end := slotHeader + int(n)
 		fn(in.src, s[slotHeader:end:end])
 		in.next = k + 1
-		in.ack.Store(k + 1)
 		done++
+	}
+	if done > 0 {
+		in.ack.Store(in.next)
 	}
 	return done, nil
 }

@@ -142,7 +142,9 @@ func (m *module) dispatch(src int, frag []byte) {
 			m.bad(src, fmt.Errorf("match header of %d bytes, want %d", len(frag), matchLen))
 			return
 		}
-		m.incoming(src, nil, &arrival{h: matchFields(frag), data: frag[matchLen:]})
+		a := arrival{data: frag[matchLen:]}
+		matchFields(&a.h, frag)
+		m.incoming(src, nil, &a)
 	case hdrRndv, hdrRget:
 		h, payload, err := decodeMatch(frag)
 		if err != nil {

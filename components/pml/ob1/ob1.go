@@ -112,6 +112,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		tellLost: env.Runtime.PeerLost,
 		llpOf:    make([]llp.Module, job.Size),
 		peekOf:   make([]llp.Peeker, job.Size),
+		peekBTL:  make([]btlPeek, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
 		sends:    map[uint64]*sendReq{},
 		recvs:    map[uint64]*recvReq{},
@@ -151,6 +152,15 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 			m.log.Log(mca.VerboseComponent, "llp module", "llp", l.Name(), "used", used, "max_payload", m.llpMax)
 		}
 	}
+	for w := range m.peekBTL {
+		// Several routes stripe eager messages: then only Progress sees
+		// them all.
+		if routes := m.bml.Peer(w).Send; w != m.me && len(routes) == 1 {
+			if p, ok := routes[0].Module.(btl.Peeker); ok {
+				m.peekBTL[w] = btlPeek{p, routes[0].EP}
+			}
+		}
+	}
 	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
@@ -185,10 +195,13 @@ type module struct {
 	tellLost func(world int)
 
 	llpOf []llp.Module // per world rank: its LLP, nil when none
-	// peekOf is llpOf's llp.Peeker, for the receive fast path.
-	peekOf []llp.Peeker
-	llps   []llp.Module // the modules in use, for progress
-	lost   []atomic.Bool
+	// peekOf is llpOf's llp.Peeker, and peekBTL the BTL route a peer's
+	// eager messages all take when it is a btl.Peeker, for the receive
+	// fast path (found once: a type assertion per receive cost it 5 %).
+	peekOf  []llp.Peeker
+	peekBTL []btlPeek
+	llps    []llp.Module // the modules in use, for progress
+	lost    []atomic.Bool
 
 	// comms is indexed by context id (copy on write: the receive path
 	// reads it without a lock). orphans holds headers that arrived for a
@@ -225,6 +238,11 @@ type module struct {
 	donePool freeList[doneReq]
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
+}
+
+type btlPeek struct {
+	p  btl.Peeker // nil when the peer's messages cannot be peeked
+	ep btl.Endpoint
 }
 
 type ctlMsg struct {

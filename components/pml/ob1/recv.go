@@ -107,9 +107,9 @@ func truncErr(msgLen, bufLen, src, tag int) error {
 // receive.
 func (r *recvReq) completeEager(src, tag int, data []byte) {
 	n := copy(r.buf, data)
-	r.st = pml.Status{Source: src, Tag: tag, Count: n}
+	var err error
 	if len(data) > len(r.buf) {
-		r.st.Err = truncErr(len(data), len(r.buf), src, tag)
+		err = truncErr(len(data), len(r.buf), src, tag)
 	}
 	if !r.pooled {
 		// Nothing of ob1 refers to an eager receive once it completes:
@@ -117,8 +117,10 @@ func (r *recvReq) completeEager(src, tag int, data []byte) {
 		r.SetRecycler(r)
 	}
 	// Whoever matched r took it out of matching (or it never was in), so
-	// nothing else completes it: no need for finish's atomic swap.
-	r.Complete(r.st)
+	// nothing else completes it: no need for finish's atomic swap. The
+	// status goes straight to Complete, not through r.st (see
+	// pml.Status.set).
+	r.Complete(pml.Status{Source: src, Tag: tag, Count: n, Err: err})
 }
 
 // startRecv matches r with a message taken from the unexpected queue or by a
@@ -302,11 +304,11 @@ func (m *module) Irecv(pc *pml.Comm, buf []byte, src, tag int) (*pml.Request, er
 	return &r.Request, nil
 }
 
-func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Status, error) {
+func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Envelope, error) {
 	c := pc.State.(*comm)
 	if src != pml.AnySource {
-		if st, ok := m.recvFast(c, buf, src, tag); ok {
-			return st, st.Err
+		if env, ok, err := m.recvFast(c, buf, src, tag); ok {
+			return env, err
 		}
 	}
 	r := m.newRecv(c, buf, src, tag, true)
@@ -316,11 +318,15 @@ func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Status, error
 		// The wait gave up (the job is lost): take the receive back, so
 		// that nothing writes into buf after we return.
 		if !r.Cancel() {
-			return st, err // matched meanwhile: leave the request to finish
+			return envelope(st), err // matched meanwhile: leave the request to finish
 		}
 	}
 	m.recycle(r)
-	return st, err
+	return envelope(st), err
+}
+
+func envelope(st pml.Status) pml.Envelope {
+	return pml.Envelope{Source: st.Source, Tag: st.Tag, Count: st.Count}
 }
 
 // post matches r with the earliest fitting unexpected message, or posts it.
@@ -465,24 +471,15 @@ const (
 	fastPushEvery = 64
 )
 
-func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Status, bool) {
+func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool, error) {
 	w := c.group.World(src)
 	lp := m.peekOf[w]
-	var bp btl.Peeker
-	var ep btl.Endpoint
-	if w != m.me {
-		if routes := m.bml.Peer(w).Send; len(routes) == 1 {
-			// Several routes stripe eager messages: then only Progress
-			// sees them all.
-			bp, _ = routes[0].Module.(btl.Peeker)
-			ep = routes[0].EP
-		}
-	}
+	bp, ep := m.peekBTL[w].p, m.peekBTL[w].ep
 	if lp == nil && bp == nil {
-		return pml.Status{}, false
+		return pml.Envelope{}, false, nil
 	}
 	if !m.fastClear(c, src, w) {
-		return pml.Status{}, false
+		return pml.Envelope{}, false, nil
 	}
 	polls := fastPolls
 	if m.eng.Yields() {
@@ -492,20 +489,21 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Status, bool) 
 	for i := 1; i <= polls; i++ {
 		if lp != nil {
 			if msg, ok := lp.Peek(w); ok {
-				st, taken := m.takeInPlace(c, src, tag, buf, msg)
+				env, taken, err := m.takeInPlace(c, src, tag, buf, msg)
 				lp.Done(w, taken)
-				return st, taken
+				return env, taken, err
 			}
 		}
 		if bp != nil {
 			if t, frag, ok := bp.Peek(ep); ok {
-				var st pml.Status
-				taken := false
+				var env pml.Envelope
+				var taken bool
+				var err error
 				if t == tagOf(hdrMatch) {
-					st, taken = m.takeInPlace(c, src, tag, buf, frag)
+					env, taken, err = m.takeInPlace(c, src, tag, buf, frag)
 				}
 				bp.Done(ep, taken)
-				return st, taken
+				return env, taken, err
 			}
 		}
 		if i%fastPushEvery == 0 {
@@ -513,11 +511,11 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Status, bool) 
 				m.pushWork()
 			}
 			if m.lost[w].Load() {
-				return pml.Status{}, false
+				return pml.Envelope{}, false, nil
 			}
 		}
 	}
-	return pml.Status{}, false
+	return pml.Envelope{}, false, nil
 }
 
 // fastClear reports whether the fast path may wait for src's next message:
@@ -537,9 +535,9 @@ func (m *module) fastClear(c *comm, src, w int) bool {
 // nothing of src's is waiting in the queues. It then copies the payload
 // into buf and counts the sequence number; otherwise it leaves everything
 // as it was.
-func (m *module) takeInPlace(c *comm, src, tag int, buf, frag []byte) (pml.Status, bool) {
+func (m *module) takeInPlace(c *comm, src, tag int, buf, frag []byte) (pml.Envelope, bool, error) {
 	if len(frag) < matchLen || frag[0] != hdrMatch {
-		return pml.Status{}, false
+		return pml.Envelope{}, false, nil
 	}
 	// The MATCH fields are read here rather than by decodeMatch, whose
 	// call and 40-byte result cost this path 23 ns of its ~100
@@ -549,21 +547,21 @@ func (m *module) takeInPlace(c *comm, src, tag int, buf, frag []byte) (pml.Statu
 	htag := int(int32(le.Uint32(frag[8:])))
 	seq := le.Uint16(frag[12:])
 	if ctx != c.cid || int(hsrc) != src || !tagMatches(tag, htag) {
-		return pml.Status{}, false
+		return pml.Envelope{}, false, nil
 	}
 	c.mu.Lock()
 	p := &c.peers[src]
 	if seq != p.expected || p.unex.head != nil || len(p.parked) != 0 {
 		c.mu.Unlock()
-		return pml.Status{}, false
+		return pml.Envelope{}, false, nil
 	}
 	p.expected++
 	c.mu.Unlock()
 	data := frag[matchLen:]
 	n := copy(buf, data)
-	st := pml.Status{Source: src, Tag: htag, Count: n}
+	env := pml.Envelope{Source: src, Tag: htag, Count: n}
 	if len(data) > len(buf) {
-		st.Err = truncErr(len(data), len(buf), src, htag)
+		return env, true, truncErr(len(data), len(buf), src, htag)
 	}
-	return st, true
+	return env, true, nil
 }
