@@ -171,7 +171,7 @@ func TestStalePayloadIsNoStamp(t *testing.T) {
 	big := make([]byte, maxFragment(size))
 	base := p.pos + recHeader // where big's payload starts
 	for i := 0; i+8 <= len(big); i += 8 {
-		binary.LittleEndian.PutUint64(big[i:], base+uint64(i)+size+1)
+		binary.LittleEndian.PutUint64(big[i:], header(base+uint64(i)+size, 8, 2))
 	}
 	if !p.write(1, big, nil) {
 		t.Fatal("refused")
@@ -197,14 +197,12 @@ func TestStalePayloadIsNoStamp(t *testing.T) {
 func TestConsumerRejectsGarbage(t *testing.T) {
 	ring, tail := testRing(t, minRingSize)
 	_, c := pair(t, ring, tail)
-	binary.LittleEndian.PutUint64(ring, 1)
-	binary.LittleEndian.PutUint64(ring[8:], 0xdeadbeef)
-	if _, err := c.poll(10, func(uint8, []byte) { t.Error("delivered garbage") }); err == nil {
-		t.Error("a record with a bad check was accepted")
-	}
-	putInfo(ring[8:], minRingSize, kindFrag, 0)
+	binary.LittleEndian.PutUint64(ring, header(0, minRingSize, 0))
 	if _, err := c.poll(10, func(uint8, []byte) { t.Error("delivered garbage") }); err == nil {
 		t.Error("a record longer than the ring was accepted")
+	}
+	if _, _, ok := c.peek(); ok {
+		t.Error("peek took a record longer than the ring")
 	}
 }
 
@@ -227,13 +225,11 @@ func TestRingSizes(t *testing.T) {
 // FuzzParseRecord: whatever a peer left in the ring, parseRecord either
 // errs or describes a record inside the ring.
 func FuzzParseRecord(f *testing.F) {
-	rec := make([]byte, 64)
-	putInfo(rec[8:], 10, kindFrag, 7)
-	f.Add(rec, uint64(0), 100)
-	f.Add([]byte{1, 2, 3}, uint64(0), 0)
-	f.Add(make([]byte, 32), uint64(1<<63), -1)
-	f.Fuzz(func(t *testing.T, ring []byte, idx uint64, maxFrag int) {
-		r, err := parseRecord(ring, idx, maxFrag)
+	f.Add(make([]byte, 64), uint64(0), header(0, 10, 7), 100)
+	f.Add([]byte{1, 2, 3}, uint64(0), uint64(1), 0)
+	f.Add(make([]byte, 32), uint64(1<<63), header(5, padLen, 0), -1)
+	f.Fuzz(func(t *testing.T, ring []byte, idx, w uint64, maxFrag int) {
+		r, err := parseRecord(ring, idx, w, maxFrag)
 		if err != nil {
 			return
 		}
@@ -250,11 +246,10 @@ func FuzzParseRecord(f *testing.F) {
 func FuzzConsumer(f *testing.F) {
 	f.Add([]byte{}, uint64(0))
 	valid := make([]byte, 64)
-	binary.LittleEndian.PutUint64(valid, 1)
-	putInfo(valid[8:], 20, kindFrag, 3)
-	binary.LittleEndian.PutUint64(valid[40:], 41|wrapBit)
+	binary.LittleEndian.PutUint64(valid, header(0, 20, 3))
+	binary.LittleEndian.PutUint64(valid[32:], padHeader(32))
 	f.Add(valid, uint64(0))
-	f.Add(valid, uint64(40))
+	f.Add(valid, uint64(32))
 	f.Fuzz(func(t *testing.T, data []byte, pos uint64) {
 		ring, tail := testRing(t, minRingSize)
 		copy(ring, data)

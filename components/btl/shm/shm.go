@@ -133,7 +133,7 @@ func (c *Component) Register(r *mca.Registrar) {
 	})
 	c.ringSize = r.Add(params.Def{Name: "btl_shm_ring_size", Type: params.Size, Level: 4, Default: "128k",
 		Help: "Bytes of the ring from one process to another on the node (the fast box and fragment FIFO of one pair, " +
-			"made on first send): a power of two from 4k to 1g, at least twice btl_shm_max_send_size plus 48. " +
+			"made on first send): a power of two from 4k to 1g, at least twice btl_shm_max_send_size plus 32. " +
 			"It is also how far a sender may run ahead of its receiver"})
 	c.singleCopy = r.Add(params.Def{Name: "btl_shm_single_copy_mechanism", Type: params.Enum, Level: 3, Default: "cma",
 		Values: []params.EnumValue{{Value: singleCopyNone, Name: "none"}, {Value: singleCopyCMA, Name: "cma"}},
@@ -155,10 +155,14 @@ func (c *Component) config(b *mca.Base, maxSend int) (config, error) {
 		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_shm_ring_size = %d: accepted: a power of two from %d to %d (4k to 1g)",
 			cfg.ringSize, minRingSize, maxRingSize)
 	}
+	if maxSend > maxLen {
+		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam,
+			"btl_shm_max_send_size = %d: accepted: up to %d (the longest fragment a ring record describes)", maxSend, maxLen)
+	}
 	if maxFragment(cfg.ringSize) < maxSend {
 		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam,
-			"btl_shm_ring_size = %d is too small for btl_shm_max_send_size = %d: accepted: a ring of at least twice max_send_size plus 48 (%d, rounded up to a power of two), or max_send_size up to %d",
-			cfg.ringSize, maxSend, 2*maxSend+48, maxFragment(cfg.ringSize))
+			"btl_shm_ring_size = %d is too small for btl_shm_max_send_size = %d: accepted: a ring of at least twice max_send_size plus 32 (%d, rounded up to a power of two), or max_send_size up to %d",
+			cfg.ringSize, maxSend, 2*maxSend+32, maxFragment(cfg.ringSize))
 	}
 	polls := b.Get(c.livenessPolls).Uint()
 	if polls < 1 || polls > 1<<30 {

@@ -465,7 +465,8 @@ func TestBadParameters(t *testing.T) {
 	}{
 		{[]string{"btl_shm_ring_size", "100000"}, "btl_shm_ring_size = 100000: accepted: a power of two from 4096 to 1073741824"},
 		{[]string{"btl_shm_ring_size", "2g"}, "btl_shm_ring_size = 2147483648: accepted: a power of two"},
-		{[]string{"btl_shm_ring_size", "16k"}, "btl_shm_ring_size = 16384 is too small for btl_shm_max_send_size = 32768: accepted: a ring of at least twice max_send_size plus 48 (65584"},
+		{[]string{"btl_shm_ring_size", "16k"}, "btl_shm_ring_size = 16384 is too small for btl_shm_max_send_size = 32768: accepted: a ring of at least twice max_send_size plus 32 (65568"},
+		{[]string{"btl_shm_max_send_size", "32m", "btl_shm_ring_size", "128m"}, "btl_shm_max_send_size = 33554432: accepted: up to 16777214"},
 		{[]string{"btl_shm_liveness_polls", "0"}, "btl_shm_liveness_polls = 0: accepted: 1 to"},
 		{[]string{"btl_shm_single_copy_mechanism", "xpmem"}, "btl_shm_single_copy_mechanism"},
 		{[]string{"btl_shm_eager_limit", "64k"}, "btl_shm_eager_limit = 65536: accepted:"},
