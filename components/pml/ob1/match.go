@@ -32,6 +32,7 @@ type comm struct {
 
 // sendPeer is the send side of one (communicator, peer) pair.
 type sendPeer struct {
+	world int // the peer's world rank
 	mu    sync.Mutex
 	seq   uint16     // the next message's sequence number
 	queue []*sendReq // sends that found no room, in sequence order
@@ -46,6 +47,7 @@ type sendPeer struct {
 
 // recvPeer is the receive side of one (communicator, peer) pair.
 type recvPeer struct {
+	world    int               // the peer's world rank
 	expected uint16            // the sequence number that matches next
 	parked   map[uint16]*inMsg // headers that arrived before their turn
 	posted   reqList           // receives posted for this peer
@@ -86,9 +88,11 @@ func (m *module) AddComm(pc *pml.Comm) error {
 		peers: make([]recvPeer, pc.Size),
 	}
 	for r := 0; r < pc.Size; r++ {
-		if w := pc.Group.World(r); w < 0 || w >= m.size {
+		w := pc.Group.World(r)
+		if w < 0 || w >= m.size {
 			return mpierr.Errorf(mpierr.ErrComm, "ob1: communicator %d: rank %d is world rank %d, outside the job of %d", pc.CID, r, w, m.size)
 		}
+		c.send[r].world, c.peers[r].world = w, w
 	}
 	m.commsMu.Lock()
 	cs := *m.comms.Load()
@@ -216,7 +220,7 @@ func (m *module) incoming(world int, msg *inMsg, a *arrival) {
 	}
 	// The source must be a member whose world rank is the sender's: a
 	// header may not speak for another process.
-	if src < 0 || src >= c.size || c.group.World(src) != world {
+	if src < 0 || src >= c.size || c.peers[src].world != world {
 		m.bad(world, fmt.Errorf("communicator %d: source rank %d is not world rank %d", cid, src, world))
 		return
 	}

@@ -338,7 +338,7 @@ func (m *module) post(c *comm, r *recvReq) {
 		m.startRecv(r, msg)
 		return
 	}
-	if r.src != pml.AnySource && m.lost[c.group.World(r.src)].Load() {
+	if r.src != pml.AnySource && m.lost[c.peers[r.src].world].Load() {
 		c.mu.Unlock()
 		r.st = pml.Status{Source: r.src, Tag: pml.AnyTag}
 		r.finish(mpierr.Errorf(mpierr.ErrProcFailed, "ob1: receive from rank %d: the rank is lost", r.src))
@@ -472,7 +472,7 @@ const (
 )
 
 func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool, error) {
-	w := c.group.World(src)
+	w := c.peers[src].world
 	lp := m.peekOf[w]
 	bp, ep := m.peekBTL[w].p, m.peekBTL[w].ep
 	if lp == nil && bp == nil {

@@ -63,7 +63,7 @@ func lostErr(dst, world int) error {
 // Send is the blocking send, and the only path that tries the LLP.
 func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) error {
 	c := pc.State.(*comm)
-	w := c.group.World(dst)
+	w := c.send[dst].world
 	sp := &c.send[dst]
 	sp.mu.Lock()
 	// Both immediate paths need an empty queue: a message may not go
@@ -137,7 +137,7 @@ func (m *module) bufferedLocked(c *comm, sp *sendPeer, buf []byte, dst, w, tag i
 
 func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) (*pml.Request, error) {
 	c := pc.State.(*comm)
-	w := c.group.World(dst)
+	w := c.send[dst].world
 	sp := &c.send[dst]
 	if mode == pml.Buffered {
 		// Complete once copied, as MPI_Ibsend.
