@@ -31,13 +31,12 @@ type Envelope struct {
 	Source, Tag, Count int
 }
 
-// set copies from into s a field at a time. A Status is too large for the
+// set copies *from into s a field at a time. A Status is too large for the
 // compiler to keep in registers: assigned whole, it is built a word at a time
 // in one temporary and copied 16 bytes at a time into the next, and each
 // such copy of words just stored stalls store forwarding (~4 ns). The
-// request paths move statuses with set.
-// (from is a pointer: a Status argument to an inlined call is itself
-// copied whole into a temporary.)
+// request paths move statuses with set, and pass it a pointer because a
+// Status argument to an inlined call is itself copied whole.
 func (s *Status) set(from *Status) {
 	s.Source, s.Tag, s.Count, s.Cancelled, s.Err = from.Source, from.Tag, from.Count, from.Cancelled, from.Err
 }
