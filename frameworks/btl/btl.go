@@ -10,6 +10,7 @@ package btl
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -196,10 +197,55 @@ type Peeker interface {
 // Placed is called once it is all there, instead of the tag's RecvFunc. A
 // nil answer delivers the fragment as usual. Both run inside Progress; hdr
 // is valid only during the call.
+//
+// The destination is a user's receive buffer, which the PML may take back
+// before the payload is all there (the sender was found lost by another
+// path, and the receive failed): the module writes into it only between
+// g.Enter and g.Exit of the Guard that Where returns, and when Enter says
+// no, it reads the rest of the payload into its own space, drops it, and
+// does not call Placed.
 type Steer struct {
 	HdrLen, Min int
-	Where       func(src int, hdr []byte, n int) []byte
+	Where       func(src int, hdr []byte, n int) (dst []byte, g *Guard)
 	Placed      func(src int, hdr []byte, n int)
+}
+
+// Guard keeps a module from writing into a buffer the PML has taken back.
+// The zero value lets writers in.
+type Guard struct {
+	mu        sync.Mutex
+	withdrawn bool
+}
+
+// Enter reports whether the buffer may still be written; on true the
+// writer holds the guard until Exit, and must not call into the PML
+// meanwhile.
+func (g *Guard) Enter() bool {
+	g.mu.Lock()
+	if g.withdrawn {
+		g.mu.Unlock()
+		return false
+	}
+	return true
+}
+
+// Exit ends a write that Enter let in.
+func (g *Guard) Exit() { g.mu.Unlock() }
+
+// Withdraw takes the buffer back: it waits for a write in progress to end,
+// and every Enter after it says no.
+func (g *Guard) Withdraw() {
+	g.mu.Lock()
+	g.withdrawn = true
+	g.mu.Unlock()
+}
+
+// Withdrawn reports whether Withdraw was called. A module may still hold
+// the guard's address then: the PML must not reuse it for another buffer.
+func (g *Guard) Withdrawn() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.withdrawn
 }
 
 // Steerer is an optional interface of a Module: it takes Steers.

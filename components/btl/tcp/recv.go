@@ -33,9 +33,14 @@ type inConn struct {
 
 	// A payload being read straight into its place (btl.Steer): where,
 	// how much of it has arrived, and the PML header it came with.
-	placing   []byte
-	placed    int
-	placeBy   *btl.Steer
+	placing []byte
+	placed  int
+	placeBy *btl.Steer
+	placeG  *btl.Guard
+	// dropping: the PML took placing back (placeG said no); the rest of
+	// the payload is read into discard and dropped.
+	dropping  bool
+	discard   []byte
 	placeHdr  [64]byte
 	placeHdrN int
 }
@@ -71,18 +76,37 @@ const pollRounds = 4
 func (c *inConn) poll() (int, bool) {
 	delivered := 0
 	for range pollRounds {
+		entered := false
 		if c.placing != nil {
 			c.dst = c.placing[c.placed:]
+			if !c.dropping && !c.placeG.Enter() {
+				c.dropping = true
+			}
+			if c.dropping {
+				if c.discard == nil {
+					c.discard = make([]byte, 64<<10)
+				}
+				c.dst = c.discard[:min(len(c.discard), len(c.placing)-c.placed)]
+			} else {
+				entered = true
+			}
 		} else {
 			c.dst = c.fr.space()
 		}
 		// The descriptor itself, not RawConn.Read, whose locks and poll
 		// descriptor checks cost each poll ~70 ns: every close of an
 		// incoming connection holds progress, as its poll does.
+		var rerr error
 		if c.fd >= 0 {
 			c.read(uintptr(c.fd))
-		} else if err := c.raw.Read(c.rfn); err != nil {
-			c.lost(err)
+		} else {
+			rerr = c.raw.Read(c.rfn)
+		}
+		if entered {
+			c.placeG.Exit()
+		}
+		if rerr != nil {
+			c.lost(rerr)
 			return delivered, false
 		}
 		switch {
@@ -97,11 +121,13 @@ func (c *inConn) poll() (int, bool) {
 		}
 		if c.placing != nil {
 			if c.placed += c.rn; c.placed == len(c.placing) {
-				s, n := c.placeBy, len(c.placing)
-				c.placing, c.placeBy = nil, nil
-				s.Placed(c.rank, c.placeHdr[:c.placeHdrN], n)
-				c.m.placed++
-				delivered++
+				s, n, dropped := c.placeBy, len(c.placing), c.dropping
+				c.placing, c.placeBy, c.placeG, c.dropping = nil, nil, nil, false
+				if !dropped {
+					s.Placed(c.rank, c.placeHdr[:c.placeHdrN], n)
+					c.m.placed++
+					delivered++
+				}
 			}
 			if c.rn < len(c.dst) {
 				return delivered, true // the socket is drained
@@ -148,14 +174,15 @@ func (c *inConn) steer() {
 		return
 	}
 	n := h.length - s.HdrLen
-	dst := s.Where(c.rank, body[:s.HdrLen], n)
-	if len(dst) != n {
+	dst, g := s.Where(c.rank, body[:s.HdrLen], n)
+	if len(dst) != n || g == nil || !g.Enter() {
 		c.fr.declined = true
 		return
 	}
 	c.placeHdrN = copy(c.placeHdr[:], body[:s.HdrLen])
 	c.placed = copy(dst, body[s.HdrLen:])
-	c.placing, c.placeBy = dst, s
+	g.Exit()
+	c.placing, c.placeBy, c.placeG = dst, s, g
 	c.fr.drop()
 }
 

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -292,4 +293,98 @@ func TestLargeMessagesPlaced(t *testing.T) {
 		}
 		return w.Barrier()
 	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("llp", "^tofu"))
+}
+
+// TestWithdrawnPlacementIsDropped: when the PML takes back a buffer that a
+// payload is being read into (btl.Guard.Withdraw, as ob1 does when the
+// sender is found lost by another path), the module writes nothing more
+// into it, does not report the payload placed, and reads on in step: the
+// next frame arrives whole.
+func TestWithdrawnPlacementIsDropped(t *testing.T) {
+	const tag = btl.TagUser + 7
+	const hdrLen, size = 8, 1<<20 - 8 // a frame of the default max send size
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		me, peer := r.Rank(), 1-r.Rank()
+		mod, err := tcpRoute(r, peer)
+		if err != nil {
+			return err
+		}
+		ep := r.BML().Peer(peer).Send[0].EP
+		dst := make([]byte, size)
+		var g btl.Guard
+		wheres, placed := 0, 0
+		var tail []byte
+		if me == 1 {
+			mod.RegisterRecv(tag, func(_ int, _ btl.Tag, frag []byte) { tail = append([]byte(nil), frag...) })
+			mod.(btl.Steerer).RegisterSteer(tag, btl.Steer{
+				HdrLen: hdrLen, Min: 1,
+				Where: func(_ int, _ []byte, n int) ([]byte, *btl.Guard) {
+					wheres++
+					if n != size {
+						return nil, nil
+					}
+					return dst, &g
+				},
+				Placed: func(int, []byte, int) { placed++ },
+			})
+		}
+		if err := r.CommWorld().Barrier(); err != nil {
+			return err
+		}
+		if me == 0 {
+			payload := make([]byte, size)
+			for i := range payload {
+				payload[i] = byte(i%251 + 1) // never 0
+			}
+			for _, frame := range [][2][]byte{{make([]byte, hdrLen), payload}, {[]byte("tail-hdr"), []byte("the next frame")}} {
+				for {
+					err := mod.Send(ep, tag, frame[0], frame[1])
+					if !errors.Is(err, btl.ErrWouldBlock) {
+						if err != nil {
+							return err
+						}
+						break
+					}
+					r.BML().Progress()
+				}
+			}
+			return r.CommWorld().Barrier()
+		}
+		// Progress until part of the payload is in place, take the
+		// buffer back, and progress until the next frame arrives.
+		deadline := time.Now().Add(20 * time.Second)
+		for dst[0] == 0 {
+			if time.Now().After(deadline) {
+				return errors.New("no byte of the payload was placed")
+			}
+			if r.BML().Progress() == 0 {
+				runtime.Gosched()
+			}
+		}
+		g.Withdraw()
+		snapshot := append([]byte(nil), dst...)
+		for tail == nil {
+			if time.Now().After(deadline) {
+				return errors.New("the frame after the withdrawn payload never arrived")
+			}
+			if r.BML().Progress() == 0 {
+				runtime.Gosched()
+			}
+		}
+		switch {
+		case wheres != 1:
+			return fmt.Errorf("Where was asked %d times, want 1", wheres)
+		case placed != 0:
+			return fmt.Errorf("a withdrawn payload was reported placed %d times", placed)
+		case !bytes.Equal(dst, snapshot):
+			return errors.New("the module wrote into the buffer after it was withdrawn")
+		case string(tail) != "tail-hdrthe next frame":
+			return fmt.Errorf("the next frame arrived as %q", tail)
+		}
+		if bytes.IndexByte(snapshot, 0) < 0 {
+			t.Log("the whole payload was in place before the withdrawal: only the stream's step was checked")
+		}
+		return r.CommWorld().Barrier()
+	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("llp", "^tofu"), mpitest.WithMCA("btl_tcp_if_include", "lo"),
+		mpitest.WithMCA("btl_tcp_rcvbuf", "16k"), mpitest.WithMCA("btl_tcp_sndbuf", "16k"))
 }

@@ -2,17 +2,20 @@ package ob1
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
 )
 
 // newTestModule makes a module with no transport, for the matching engine:
@@ -258,5 +261,62 @@ func TestCancel(t *testing.T) {
 	m.dispatch(1, matchFrag(0, 1, 0, 0, "late"))
 	if _, ok, _ := m.Iprobe(pc, 1, 0); !ok {
 		t.Error("the cancelled receive took the message")
+	}
+}
+
+// TestLostPeerTakesPlacementBack: a rendezvous receive whose payload a BTL
+// is placing (btl.Steer) fails when its peer is lost; from then on neither
+// the BTL nor a late FRAG writes into the buffer, and peerLost waits for a
+// write in progress before it fails the receive.
+func TestLostPeerTakesPlacementBack(t *testing.T) {
+	m, pc := newTestModule(t, 2)
+	c := pc.State.(*comm)
+	buf := make([]byte, 96<<10)
+	r := m.newRecv(c, buf, 1, 0, false)
+	// The state askRest leaves: matched, the ACK sent, FRAGs expected.
+	r.world, r.msgLen, r.want = 1, len(buf), len(buf)
+	m.reqMu.Lock()
+	r.id = m.newIDLocked()
+	m.recvs[r.id] = r
+	m.reqMu.Unlock()
+
+	var hdr [fragLen]byte
+	putFrag(hdr[:], fragHdr{dstReq: r.id, offset: 0})
+	steer := m.fragSteer()
+	dst, g := steer.Where(1, hdr[:], 64<<10)
+	if len(dst) != 64<<10 || g == nil {
+		t.Fatalf("Where answered %d bytes and guard %v for a 64 KiB FRAG of a posted rendezvous", len(dst), g)
+	}
+	if !g.Enter() {
+		t.Fatal("the guard refused the BTL before any loss")
+	}
+	lost := make(chan struct{})
+	go func() {
+		m.peerLost(1, errors.New("test: the launcher reports it dead"))
+		close(lost)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if r.Done() {
+		t.Fatal("the receive failed while the BTL was writing into its buffer")
+	}
+	dst[0] = 'x' // the write in progress
+	g.Exit()
+	<-lost
+	if _, err := r.Wait(); !errors.Is(err, mpierr.ErrProcFailed) {
+		t.Fatalf("Wait = %v, want ErrProcFailed", err)
+	}
+	if g.Enter() {
+		t.Fatal("the guard let the BTL write after the receive failed")
+	}
+	// A FRAG that was already on its way is dropped, not copied.
+	buf[1] = 0
+	late := make([]byte, fragLen+32)
+	putFrag(late, fragHdr{dstReq: r.id, offset: 0})
+	for i := fragLen; i < len(late); i++ {
+		late[i] = 'L'
+	}
+	m.dispatch(1, late)
+	if buf[1] != 0 {
+		t.Fatal("a late FRAG was copied into the buffer of a failed receive")
 	}
 }

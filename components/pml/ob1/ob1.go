@@ -498,6 +498,9 @@ func (m *module) peerLost(world int, cause error) {
 		r.finish(fail())
 	}
 	for _, r := range recvs {
+		// A BTL may be placing the peer's data into r.buf (data it sent
+		// before it was lost): take buf back first (see btl.Steer).
+		r.guard.Withdraw()
 		r.finish(fail())
 	}
 

@@ -34,6 +34,9 @@ type recvReq struct {
 	want     int
 	got      atomic.Int64
 	finished atomic.Bool
+	// guard keeps FRAG payloads, copied here or steered by a BTL, out of
+	// buf once peerLost has failed the receive and handed buf back.
+	guard btl.Guard
 	// pooled: a blocking receive's, which it gives back itself once it
 	// has read the status. Other receives go back through Wait when they
 	// complete eagerly (Recycle); the rest are left to the collector.
@@ -55,7 +58,9 @@ func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvRe
 // recycle returns a blocking receive's request to the pool once its caller
 // has read the status.
 func (m *module) recycle(r *recvReq) {
-	if r.pooled {
+	// Not one whose buffer peerLost took back: a BTL may still hold its
+	// guard, which reuse would open again (see btl.Steer).
+	if r.pooled && (r.id == 0 || !r.guard.Withdrawn()) {
 		r.buf, r.c = nil, nil
 		m.recvPool.put(r)
 	}
@@ -227,7 +232,11 @@ func (m *module) onFrag(src int, frag []byte) {
 		if r, err = m.fragTarget(src, f, len(data)); err == nil {
 			n := 0
 			if off := int(f.offset); off < r.want {
+				if !r.guard.Enter() {
+					return // failed meanwhile: buf is the user's again
+				}
 				n = copy(r.buf[off:r.want], data)
+				r.guard.Exit()
 			}
 			m.fragArrived(r, f, n)
 			return
@@ -272,16 +281,16 @@ func (m *module) fragArrived(r *recvReq, f fragHdr, n int) {
 func (m *module) fragSteer() btl.Steer {
 	return btl.Steer{
 		HdrLen: fragLen, Min: 32 << 10,
-		Where: func(src int, hdr []byte, n int) []byte {
+		Where: func(src int, hdr []byte, n int) ([]byte, *btl.Guard) {
 			f, _, err := decodeFrag(hdr)
 			if err != nil {
-				return nil
+				return nil, nil
 			}
 			r, err := m.fragTarget(src, f, n)
 			if err != nil || int(f.offset)+n > r.want {
-				return nil // delivered as usual: onFrag reports, or truncates
+				return nil, nil // delivered as usual: onFrag reports, or truncates
 			}
-			return r.buf[f.offset : int(f.offset)+n]
+			return r.buf[f.offset : int(f.offset)+n], &r.guard
 		},
 		Placed: func(src int, hdr []byte, n int) {
 			f, _, err := decodeFrag(hdr)
