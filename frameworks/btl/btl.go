@@ -302,7 +302,8 @@ func RegisterCommon(r *mca.Registrar, name string, d Defaults) CommonParams {
 		Exclusivity: r.Add(params.Def{Name: p + "exclusivity", Type: params.Uint, Level: 7, Default: fmt.Sprint(d.Exclusivity),
 			Help: "When several BTLs reach a peer, only those of the highest exclusivity carry its traffic"}),
 		EagerLimit: r.Add(params.Def{Name: p + "eager_limit", Type: params.Size, Level: 4, Default: fmt.Sprint(d.EagerLimit),
-			Help: "Largest message (header included) sent without a rendezvous, in bytes"}),
+			Help: "Largest message (header included) sent without a rendezvous, in bytes; at most " + p + "max_send_size " +
+				"(left at its default, it is lowered to a smaller max_send_size)"}),
 		RndvEagerLimit: r.Add(params.Def{Name: p + "rndv_eager_limit", Type: params.Size, Level: 4, Default: fmt.Sprint(d.RndvEagerLimit),
 			Help: "Largest first fragment (header included) of a rendezvous, sent before the receiver answers, in bytes; " +
 				"at most " + p + "eager_limit (left at its default, it is lowered to a smaller eager_limit)"}),
@@ -329,6 +330,10 @@ func (c CommonParams) Attributes(b *mca.Base, name string, flags Flags) (Attribu
 		Flags:          flags,
 	}
 	const minFrag = 256 // room for any PML header and some payload
+	if ev := b.Get(c.EagerLimit); ev.Source.Kind == params.FromDefault && a.EagerLimit > a.MaxSendSize {
+		// The same for a user who lowered max_send_size alone.
+		a.EagerLimit = a.MaxSendSize
+	}
 	if rv := b.Get(c.RndvEagerLimit); rv.Source.Kind == params.FromDefault && a.RndvEagerLimit > a.EagerLimit {
 		// A user who lowered eager_limit alone gets a first fragment that
 		// fits, not an error about a parameter they did not set.

@@ -456,6 +456,27 @@ func TestSingletonDeclines(t *testing.T) {
 	}
 }
 
+// settings is btl self,shm and the name, value pairs kv.
+func settings(kv ...string) []params.Setting {
+	out := []params.Setting{{Name: "btl", Value: "self,shm"}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out = append(out, params.Setting{Name: kv[i], Value: kv[i+1]})
+	}
+	return out
+}
+
+// TestLoweredMaxSendSize: lowering max_send_size alone lowers the eager
+// limit left at its default with it, rather than failing on a parameter
+// the user did not set.
+func TestLoweredMaxSendSize(t *testing.T) {
+	inst, err := mpi.InitWith(mpi.Options{Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
+		MCA: settings("btl_shm_max_send_size", "16k"), Exit: func(int) { runtime.Goexit() }})
+	if err != nil {
+		t.Fatalf("Init with btl_shm_max_send_size 16k: %v", err)
+	}
+	inst.Finalize()
+}
+
 // TestBadParameters: a bad value fails Init with a message that names the
 // parameter and what is accepted.
 func TestBadParameters(t *testing.T) {
@@ -470,13 +491,13 @@ func TestBadParameters(t *testing.T) {
 		{[]string{"btl_shm_liveness_polls", "0"}, "btl_shm_liveness_polls = 0: accepted: 1 to"},
 		{[]string{"btl_shm_single_copy_mechanism", "xpmem"}, "btl_shm_single_copy_mechanism"},
 		{[]string{"btl_shm_eager_limit", "64k"}, "btl_shm_eager_limit = 65536: accepted:"},
-		{[]string{"btl_shm_rndv_eager_limit", "8k"}, "btl_shm_rndv_eager_limit = 8192: accepted: 256 to btl_shm_eager_limit (4096)"},
+		{[]string{"btl_shm_eager_limit", "4k", "btl_shm_rndv_eager_limit", "8k"}, "btl_shm_rndv_eager_limit = 8192: accepted: 256 to btl_shm_eager_limit (4096)"},
 	}
 	for _, c := range cases {
 		t.Run(strings.Join(c.set, "="), func(t *testing.T) {
 			inst, err := mpi.InitWith(mpi.Options{
 				Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
-				MCA:  []params.Setting{{Name: "btl", Value: "self,shm"}, {Name: c.set[0], Value: c.set[1]}},
+				MCA:  settings(c.set...),
 				Exit: func(int) { runtime.Goexit() },
 			})
 			if err == nil {
