@@ -128,13 +128,16 @@ func (c *Component) Info() mca.Info {
 
 // Register declares the component's parameters.
 func (c *Component) Register(r *mca.Registrar) {
-	// Eager up to a whole fragment: a message copied through the ring
-	// twice beats the rendezvous up to 32 KiB (near placement, one-way:
-	// 4 KiB 0.70 against 3.3 µs, 16 KiB 2.4 against 4.1, 32000 B 4.5
-	// against 5.2), whose single copy costs a process_vm_readv and a FIN.
-	// Open MPI's vader stops at 4 KiB, where its rendezvous is cheaper.
+	// Eager up to a page of payload: 4096 bytes plus room for the PML's
+	// header (Open MPI's vader stops at 4096 with the header, so a 4 KiB
+	// message takes a rendezvous). A 4 KiB message copied through the ring
+	// twice beats the rendezvous, whose single copy costs a
+	// process_vm_readv and a FIN, in both placements (one-way 0.70 against
+	// 3.3 µs near, 2.7 against 3.7 far). Larger ones win near (16 KiB: 2.4
+	// against 4.1 µs) but lose far (9.2 against 5.2), where every line of
+	// the ring crosses between the cores at 250 ns.
 	c.common = btl.RegisterCommon(r, "shm", btl.Defaults{
-		Exclusivity: 65536, EagerLimit: 32 << 10, RndvEagerLimit: 4 << 10, MaxSendSize: 32 << 10, Latency: 1, Bandwidth: 40000,
+		Exclusivity: 65536, EagerLimit: 4<<10 + 64, RndvEagerLimit: 4 << 10, MaxSendSize: 32 << 10, Latency: 1, Bandwidth: 40000,
 	})
 	c.ringSize = r.Add(params.Def{Name: "btl_shm_ring_size", Type: params.Size, Level: 4, Default: "128k",
 		Help: "Bytes of the ring from one process to another on the node (the fast box and fragment FIFO of one pair, " +

@@ -470,9 +470,9 @@ func settings(kv ...string) []params.Setting {
 // the user did not set.
 func TestLoweredMaxSendSize(t *testing.T) {
 	inst, err := mpi.InitWith(mpi.Options{Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
-		MCA: settings("btl_shm_max_send_size", "16k"), Exit: func(int) { runtime.Goexit() }})
+		MCA: settings("btl_shm_max_send_size", "4k"), Exit: func(int) { runtime.Goexit() }})
 	if err != nil {
-		t.Fatalf("Init with btl_shm_max_send_size 16k: %v", err)
+		t.Fatalf("Init with btl_shm_max_send_size 4k: %v", err)
 	}
 	inst.Finalize()
 }
