@@ -27,6 +27,7 @@ const (
 	tagSleepA
 	tagSleepB
 	tagSleepDone
+	tagSleepReady
 )
 
 // LateSender has rank 0 sleep for delay, while every other rank waits for
@@ -97,6 +98,12 @@ func SleepPingPong(c *mpi.Comm, rounds int) error {
 	buf := []int32{0}
 	switch {
 	case me > 1:
+		// Say so first: rank 0 ends the wait only after this rank is in
+		// it, however late the scheduler ran it (a fast ping-pong could
+		// otherwise end before the wait began, and it would never sleep).
+		if err := mpi.Send(c, buf, 0, tagSleepReady); err != nil {
+			return err
+		}
 		if _, err := mpi.Recv(c, buf, 0, tagSleepDone); err != nil {
 			return err
 		}
@@ -128,6 +135,13 @@ func SleepPingPong(c *mpi.Comm, rounds int) error {
 		}
 	}
 	if me == 0 {
+		for r := 2; r < n; r++ {
+			if _, err := mpi.Recv(c, buf, r, tagSleepReady); err != nil {
+				return err
+			}
+		}
+		// Time for the idle ranks to fall asleep in the wait they began.
+		time.Sleep(20 * time.Millisecond)
 		for r := 2; r < n; r++ {
 			if err := mpi.Send(c, buf, r, tagSleepDone); err != nil {
 				return err
