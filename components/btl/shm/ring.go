@@ -24,7 +24,8 @@ import (
 // match header an 8-byte message is a 32-byte record, two to a cache line,
 // and streams of small messages are bound by the lines that cross from the
 // producer's core to the consumer's (a 16-byte header made them 40 bytes,
-// 1.6 to a line, and cost 20 % of the message rate).
+// 1.6 to a line, and cost a fifth of the message rate where the crossing is
+// slow, the far placement).
 //
 // The consumer polls the header word at its own position: a message costs it
 // one cache line from the producer (header and a small payload share it),
@@ -35,7 +36,7 @@ import (
 // lap; the stamp, which zero never equals (pos+1 is odd), only guards
 // against a peer's garbage. The producer therefore keeps 8 bytes of room
 // beyond every record. The consumer stores its tail after each record it
-// peeks and after each batch it polls; the producer loads the tail only when
+// peeks and as it polls (see poll); the producer loads the tail only when
 // its cached copy says the ring is full.
 //
 // Everything the consumer reads was written by another process and is

@@ -22,9 +22,9 @@ import (
 // (stamp, length and data share it). A stamp names its message, so a stamp
 // left from an earlier lap never matches and nothing needs clearing. The
 // receiver stores the count of consumed messages in the box's ack word, on a
-// line of its own, after each message it peeks and each batch it polls; the
-// sender loads it only when its cached copy says every slot is taken, so a
-// sender that is not ahead of its receiver never touches a line the
+// line of its own, after each message it peeks and as it polls (see poll);
+// the sender loads it only when its cached copy says every slot is taken, so
+// a sender that is not ahead of its receiver never touches a line the
 // receiver writes.
 //
 // Everything the receiver reads was written by another process and is
