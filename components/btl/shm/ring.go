@@ -101,7 +101,7 @@ func parseRecord(ring []byte, idx, w uint64, maxFrag int) (record, error) {
 	return r, nil
 }
 
-// stampAt is the stamp word at index idx, a multiple of 8 below len(ring);
+// stampAt is the header word at index idx, a multiple of 8 below len(ring);
 // the ring's base is 8-aligned (checkRing).
 func stampAt(ring []byte, idx uint64) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&ring[idx]))

@@ -32,17 +32,19 @@
 //
 // A box is one single-producer single-consumer ring of variable-length
 // records (ring.go), padded to 8 bytes, never straddling the end of the ring,
-// each published by a stamp word that names its position. It plays both of
-// vader's parts. Like a fast box, a small fragment is one copy in and one
-// copy out, found by polling the next stamp of each peer's ring (one cache
-// line per message: stamp, header and a small payload share it), with no
+// each published by a one-word header whose stamp names its position. It
+// plays both of vader's parts. Like a fast box, a small fragment is one copy
+// in and one copy out, found by polling the next header of each peer's ring
+// (one cache line per message: header, PML header and a small payload share
+// it; an 8-byte message is a 32-byte record, two to a line), with no
 // lock shared between processes and no descriptor to allocate. Like the
 // FIFO, it carries every fragment up to max_send_size in order with the small
 // ones, and its capacity is the flow control: when the ring is full Send
 // returns btl.ErrWouldBlock and nothing is queued, so a fast sender never
 // grows memory. The receive callback gets a slice of the ring itself; the
 // tail (on a line of its own, loaded by the sender only when it finds the
-// ring full) advances after the callback returns. Unlike vader, there is no
+// ring full) advances after the callbacks of a poll return (and every eighth
+// of the ring within one). Unlike vader, there is no
 // per-receiver FIFO shared by all senders (an atomic swap per fragment) nor a
 // pool of fragments to return: the price is memory, btl_shm_ring_size
 // (128 KiB by default) plus a 512-byte header per ordered pair that has
