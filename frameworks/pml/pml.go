@@ -136,7 +136,8 @@ type Module interface {
 	Isend(c *Comm, buf []byte, dst, tag int, mode SendMode) (*Request, error)
 
 	// Recv receives into buf a message from src (or AnySource) with tag (or
-	// AnyTag). A longer message fills buf and fails with ErrTruncate.
+	// AnyTag), and returns the message's source and tag and the bytes
+	// received. A longer message fills buf and fails with ErrTruncate.
 	Recv(c *Comm, buf []byte, src, tag int) (Envelope, error)
 	// Irecv starts a receive.
 	Irecv(c *Comm, buf []byte, src, tag int) (*Request, error)
