@@ -13,8 +13,11 @@ package main
 import (
 	"os"
 
-	_ "github.com/gompi/gompi/components/builtin"
 	"github.com/gompi/gompi/mca"
+	// Every gompi program links package mpi, which links the built-in
+	// components: ompi_info links it too, so that the parameters registered
+	// by mpi itself (mpi_comm_create_group_algorithm) are listed with the rest.
+	_ "github.com/gompi/gompi/mpi"
 )
 
 func main() {
