@@ -215,10 +215,25 @@ func Conformance(t *testing.T, op coll.Op, f coll.Func, o Options) {
 
 // conform runs every case of op at one size and count.
 func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
-	run := func(fn func(c coll.Comm) error) error {
+	// run runs one case on a fresh world. fn reports whether its rank
+	// compared a result; checkers is how many ranks have one to compare
+	// (the root of a reduce, every rank but 0 of an exscan): a case that
+	// returned before comparing fails instead of passing unseen.
+	run := func(checkers int, fn func(c coll.Comm) (bool, error)) error {
 		w := NewWorld(n, false)
-		if err := w.Run(func(c coll.Comm) error { return fn(c) }); err != nil {
+		var checked atomic.Int32
+		err := w.Run(func(c coll.Comm) error {
+			ok, err := fn(c)
+			if ok && err == nil {
+				checked.Add(1)
+			}
 			return err
+		})
+		if err != nil {
+			return err
+		}
+		if k := int(checked.Load()); k != checkers {
+			return fmt.Errorf("colltest: %d ranks compared their result, want %d", k, checkers)
 		}
 		return w.Leftover()
 	}
@@ -230,27 +245,27 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 	switch op {
 	case coll.Barrier:
 		var entered atomic.Int32
-		return run(func(c coll.Comm) error {
+		return run(n, func(c coll.Comm) (bool, error) {
 			entered.Add(1)
 			if err := f(c, &coll.Args{}); err != nil {
-				return err
+				return false, err
 			}
 			if k := entered.Load(); int(k) != n {
-				return fmt.Errorf("left the barrier when %d of %d ranks had entered", k, n)
+				return true, fmt.Errorf("left the barrier when %d of %d ranks had entered", k, n)
 			}
-			return nil
+			return true, nil
 		})
 	case coll.Bcast:
 		for _, root := range o.roots(n) {
-			err := run(func(c coll.Comm) error {
+			err := run(n, func(c coll.Comm) (bool, error) {
 				buf := make([]byte, block)
 				if c.Rank() == root {
 					copy(buf, pattern(root, block, 1))
 				}
 				if err := f(c, &coll.Args{Recv: buf, Root: root}); err != nil {
-					return err
+					return false, err
 				}
-				return want(buf, pattern(root, block, 1), "the root's data")
+				return true, want(buf, pattern(root, block, 1), "the root's data")
 			})
 			if err != nil {
 				return fmt.Errorf("root %d: %w", root, err)
@@ -263,8 +278,15 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 				if op == coll.Reduce {
 					roots = o.roots(n)
 				}
+				checkers := n
+				switch op {
+				case coll.Reduce:
+					checkers = 1
+				case coll.Exscan:
+					checkers = n - 1
+				}
 				for _, root := range roots {
-					err := run(func(c coll.Comm) error {
+					err := run(checkers, func(c coll.Comm) (bool, error) {
 						me := c.Rank()
 						a := &coll.Args{Send: inputBytes(oc, me, count), Recv: make([]byte, block), Root: root, Reducer: reducer(oc)}
 						if ip && (op != coll.Reduce || me == root) {
@@ -272,25 +294,25 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 							a.Send, a.InPlace = nil, true
 						}
 						if err := f(c, a); err != nil {
-							return err
+							return false, err
 						}
 						var ref []byte
 						switch {
 						case op == coll.Reduce && me != root:
-							return nil
+							return false, nil
 						case op == coll.Reduce || op == coll.Allreduce:
 							ref = fold(oc, 0, n, count)
 						case op == coll.Scan:
 							ref = fold(oc, 0, me+1, count)
 						case me == 0:
-							return nil // exscan: rank 0's result is undefined
+							return false, nil // exscan: rank 0's result is undefined
 						default:
 							ref = fold(oc, 0, me, count)
 						}
 						if !same(oc, a.Recv, ref) {
-							return fmt.Errorf("%s result differs from the reference", oc.name)
+							return true, fmt.Errorf("%s result differs from the reference", oc.name)
 						}
-						return nil
+						return true, nil
 					})
 					if err != nil {
 						return fmt.Errorf("%s, in place %v, root %d: %w", oc.name, ip, root, err)
@@ -311,7 +333,7 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 					}
 				}
 				displs, total := packed(counts)
-				err := run(func(c coll.Comm) error {
+				err := run(n, func(c coll.Comm) (bool, error) {
 					me := c.Rank()
 					a := &coll.Args{Send: inputBytes(oc, me, total/elem), Recv: make([]byte, counts[me]), Reducer: reducer(oc)}
 					if op == coll.ReduceScatter {
@@ -322,13 +344,13 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 						a.Send, a.InPlace = nil, true
 					}
 					if err := f(c, a); err != nil {
-						return err
+						return false, err
 					}
 					ref := fold(oc, 0, n, total/elem)[displs[me] : displs[me]+counts[me]]
 					if !same(oc, a.Recv[:counts[me]], ref) {
-						return fmt.Errorf("%s: block %d differs from the reference", oc.name, me)
+						return true, fmt.Errorf("%s: block %d differs from the reference", oc.name, me)
 					}
-					return nil
+					return true, nil
 				})
 				if err != nil {
 					return fmt.Errorf("%s, in place %v: %w", oc.name, ip, err)
@@ -355,9 +377,13 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 		if v {
 			displs, total = layout(counts)
 		}
+		checkers := 1
+		if all {
+			checkers = n
+		}
 		for _, ip := range inPlaces {
 			for _, root := range roots {
-				err := run(func(c coll.Comm) error {
+				err := run(checkers, func(c coll.Comm) (bool, error) {
 					me := c.Rank()
 					recv := bytes.Repeat([]byte{0xee}, total)
 					a := &coll.Args{Send: pattern(me, counts[me], 2), Root: root}
@@ -372,16 +398,16 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 						a.Send, a.InPlace = nil, true
 					}
 					if err := f(c, a); err != nil {
-						return err
+						return false, err
 					}
 					if !all && me != root {
-						return nil
+						return false, nil
 					}
 					ref := bytes.Repeat([]byte{0xee}, total)
 					for r := 0; r < n; r++ {
 						copy(ref[displs[r]:], pattern(r, counts[r], 2))
 					}
-					return want(recv, ref, "the gathered blocks")
+					return true, want(recv, ref, "the gathered blocks")
 				})
 				if err != nil {
 					return fmt.Errorf("in place %v, root %d: %w", ip, root, err)
@@ -403,7 +429,7 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 		src := pattern(99, total, 3)
 		for _, ip := range inPlaces {
 			for _, root := range o.roots(n) {
-				err := run(func(c coll.Comm) error {
+				err := run(n, func(c coll.Comm) (bool, error) {
 					me := c.Rank()
 					a := &coll.Args{Recv: make([]byte, counts[me]), Root: root}
 					if op == coll.Scatterv {
@@ -416,12 +442,12 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 						}
 					}
 					if err := f(c, a); err != nil {
-						return err
+						return false, err
 					}
 					if me == root && ip {
-						return want(a.Send, src, "the root's buffer")
+						return true, want(a.Send, src, "the root's buffer")
 					}
-					return want(a.Recv, src[displs[me]:displs[me]+counts[me]], "the scattered block")
+					return true, want(a.Recv, src[displs[me]:displs[me]+counts[me]], "the scattered block")
 				})
 				if err != nil {
 					return fmt.Errorf("in place %v, root %d: %w", ip, root, err)
@@ -429,19 +455,26 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 			}
 		}
 	case coll.Alltoall, coll.Alltoallv:
-		// sc[i][j]: bytes rank i sends rank j.
-		sc := make([][]int, n)
-		for i := range sc {
-			sc[i] = make([]int, n)
-			for j := range sc[i] {
-				sc[i][j] = block
-				if op == coll.Alltoallv {
-					sc[i][j] = ((i + 2*j) % 3) * count * elem / 2
+		for _, ip := range inPlaces {
+			// sc[i][j]: bytes rank i sends rank j. Alltoallv's are uneven,
+			// some zero; in place, rank i sends j as many as it receives
+			// from j (MPI's in-place alltoallv exchanges recvcounts[j]
+			// both ways), so the matrix is symmetric.
+			sc := make([][]int, n)
+			for i := range sc {
+				sc[i] = make([]int, n)
+				for j := range sc[i] {
+					switch {
+					case op == coll.Alltoall:
+						sc[i][j] = block
+					case ip:
+						sc[i][j] = ((i + j) % 3) * count * elem / 2
+					default:
+						sc[i][j] = ((i + 2*j) % 3) * count * elem / 2
+					}
 				}
 			}
-		}
-		for _, ip := range inPlaces {
-			err := run(func(c coll.Comm) error {
+			err := run(n, func(c coll.Comm) (bool, error) {
 				me := c.Rank()
 				scounts, rcounts := sc[me], make([]int, n)
 				for j := range rcounts {
@@ -466,12 +499,7 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 					if op == coll.Alltoallv {
 						// In place: the input is laid out as the output.
 						for j := 0; j < n; j++ {
-							if rcounts[j] != scounts[j] {
-								return nil // MPI's in-place alltoallv needs matching counts
-							}
-						}
-						for j := 0; j < n; j++ {
-							copy(recv[rdispls[j]:], pattern(me*n+j, scounts[j], 4))
+							copy(recv[rdispls[j]:], pattern(me*n+j, rcounts[j], 4))
 						}
 						a.SendCounts, a.SendDispls = nil, nil
 					} else {
@@ -480,13 +508,13 @@ func conform(op coll.Op, f coll.Func, n, count int, o *Options) error {
 					a.Send, a.InPlace = nil, true
 				}
 				if err := f(c, a); err != nil {
-					return err
+					return false, err
 				}
 				ref := bytes.Repeat([]byte{0xee}, rtotal)
 				for j := 0; j < n; j++ {
 					copy(ref[rdispls[j]:], pattern(j*n+me, rcounts[j], 4))
 				}
-				return want(recv, ref, "the exchanged blocks")
+				return true, want(recv, ref, "the exchanged blocks")
 			})
 			if err != nil {
 				return fmt.Errorf("in place %v: %w", ip, err)
