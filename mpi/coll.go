@@ -58,7 +58,15 @@ func NewOp[T Elem](name string, f func(in, inout []T), commutative bool) *Op {
 // sees it (ErrCount or ErrTruncate).
 //
 // In-place forms (MPI_IN_PLACE) pass the same memory for input and output,
-// as described on each function.
+// as described on each function. An empty slice has no address to tell it
+// by (nil, make([]T, 0) and an empty reslice may point anywhere, or at one
+// shared place), so a rank that passes an empty send and an empty receive
+// buffer makes the in-place form, whichever empty slices they are: it moves
+// nothing of its own either way, and the arguments the in-place form
+// ignores (Alltoallv's send counts and displacements) are ignored. A rank
+// whose own block is empty in a non-empty buffer (a zero count of Gatherv,
+// Allgatherv, Scatterv or ReduceScatter) sends and keeps nothing, in place
+// or not.
 
 // collComm is a communicator as coll algorithms see it: its point-to-point
 // in the collectives' own tags, which the checks of the user's calls refuse
@@ -201,8 +209,12 @@ func overlap(a, b []byte) bool {
 }
 
 // inPlace says whether send is the in-place form: it starts where the rank's
-// part of recv (recv[at:]) starts. Other overlaps are ErrBuffer errors.
+// part of recv (recv[at:]) starts, or both are empty (see Collectives).
+// Other overlaps are ErrBuffer errors.
 func (c *Comm) inPlace(name string, send, recv []byte, at int) (bool, error) {
+	if len(send) == 0 && len(recv) == 0 {
+		return true, nil
+	}
 	if len(send) > 0 && at >= 0 && at < len(recv) && addr(send) == addr(recv[at:]) {
 		return true, nil
 	}
@@ -583,7 +595,10 @@ func Alltoall[T Elem](c *Comm, send, recv []T) error {
 // j, and receives recvCounts[j] elements from rank j at recvDispls[j] of
 // recv (MPI_Alltoallv). In place: the same slice as send and recv, laid
 // out by recvCounts and recvDispls; sendCounts and sendDispls are then
-// ignored.
+// ignored (nil will do). Rank i then sends recvCounts[j] elements to rank
+// j and receives as many from it, so rank j's recvCounts[i] must be
+// recvCounts[j] here. A rank with nothing to receive may pass nil or any
+// empty slices as send and recv: that too is the in-place form.
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
 	const name = "Alltoallv"
 	if err := c.check(name); err != nil {
