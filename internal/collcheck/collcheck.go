@@ -512,6 +512,27 @@ func checkAlltoall(c *mpi.Comm, o *Options) error {
 		if err := equal(rv, wv, "alltoallv"); err != nil {
 			return err
 		}
+		// In place: rank i sends rank j as many elements as it receives
+		// from it (recvCounts both ways), so the counts are symmetric:
+		// ((i+j)%3)*n/2, uneven, some zero, with gaps; the send counts are
+		// ignored (nil).
+		ic := func(i, j int) int { return ((i + j) % 3) * n / 2 }
+		counts := gen(p, func(j int) int { return ic(me, j) })
+		displs, total := gapped(counts)
+		buf := slices.Repeat([]int64{-9}, total)
+		for j := 0; j < p; j++ {
+			copy(buf[displs[j]:], gen(counts[j], func(i int) int64 { return xs(me, j, i) }))
+		}
+		if err := mpi.Alltoallv(c, buf, nil, nil, buf, counts, displs); err != nil {
+			return err
+		}
+		wip := slices.Repeat([]int64{-9}, total)
+		for j := 0; j < p; j++ {
+			copy(wip[displs[j]:], gen(counts[j], func(i int) int64 { return xs(j, me, i) }))
+		}
+		if err := equal(buf, wip, "alltoallv in place"); err != nil {
+			return err
+		}
 	}
 	return nil
 }
