@@ -53,8 +53,8 @@ type Comparison int
 const (
 	// Ident: the same members in the same order (or the same object).
 	Ident = Comparison(group.Ident)
-	// Congruent: for communicators only, identical groups in different
-	// contexts.
+	// Congruent: for communicators only (Comm.Compare), identical groups
+	// in different contexts.
 	Congruent Comparison = 1
 	// Similar: the same members in another order.
 	Similar = Comparison(group.Similar)
