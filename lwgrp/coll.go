@@ -161,8 +161,9 @@ func reducer[T datatype.Elem](name string, op *Op) (datatype.Reducer, error) {
 // and recv may be the same slice. Recursive doubling on the largest power
 // of two p of members: member p+i first hands its data to member i, which
 // keeps it apart from its own (the two runs stay contiguous in rank
-// order), and gets the result back at the end: ⌈log2 n⌉ rounds, two more
-// when n is not a power of two. It needs only LogChain hops.
+// order), and gets the result back at the end: log2 n rounds on a power of
+// two, otherwise the hand-over and the hand-back around ⌈log2 n⌉-1
+// doubling rounds: ⌈log2 n⌉+1 at most. It needs only LogChain hops.
 func Allreduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int) error {
 	if err := chainOK("Allreduce", l, tag); err != nil {
 		return err

@@ -26,7 +26,7 @@ func init() {
 		Values: []params.EnumValue{{Value: createGroupLwgrp, Name: "lwgrp"}, {Value: createGroupDinan, Name: "dinan"}},
 		Help: "How Comm.CreateGroup builds a communicator among the group's members alone: " +
 			"lwgrp (an allreduce of the members' free context ids over a light-weight ring of the members: " +
-			"⌈log2 n⌉(+2) rounds) or dinan (the MPI_Comm_create_group paper's: intercommunicators between " +
+			"⌈log2 n⌉(+1) rounds) or dinan (the MPI_Comm_create_group paper's: intercommunicators between " +
 			"halves, created and merged recursively: Θ(log² n) rounds)",
 	})
 }
@@ -75,7 +75,7 @@ const cidWindowWords = 4
 // createGroupLwgrp agrees on a context id among the members alone: each
 // reserves the free ids of a window, the members AND their masks over a
 // light-weight group of themselves (lwgrp's recursive doubling on the
-// parent's point-to-point, with tag: ⌈log2 n⌉ rounds, two more when n is
+// parent's point-to-point, with tag: ⌈log2 n⌉ rounds, one more for some n
 // not a power of two), and all take the lowest id left; a window with none
 // free everywhere sends them on to the next.
 func (c *Comm) createGroupLwgrp(g *Group, members []int, tag int) (*Comm, error) {

@@ -134,19 +134,26 @@ func TestCreateGroupErrors(t *testing.T) {
 	})
 }
 
-// CreateGroup's lwgrp algorithm takes at most 2⌈log2 n⌉+2 rounds among the
-// members (Lamport clocks on its messages; it needs ⌈log2 n⌉, two more
-// when n is not a power of two); beside it, the messages each member of
-// the dinan algorithm sends.
+// CreateGroup's lwgrp algorithm is one allreduce over the members, whose
+// rounds (Lamport clocks on its messages) are exactly: log2 n on a power of
+// two (recursive doubling); otherwise, with p the largest power of two
+// below n, the e = n-p members past it first hand their data to members
+// 0..e-1 (one round), the p members double (log2 p = ⌈log2 n⌉-1 rounds)
+// and members 0..e-1 hand the result back. Member i's clock after the
+// doubling is the longest chain into it: max(log2 p, 1+popcount(i^j)) over
+// the members j < e that took a hand-over, which reaches 1+log2 p = ⌈log2 n⌉
+// (j the complement of i); the hand-back adds a round only where such an i
+// is below e itself, that is i+j = p-1 with i, j < e: e > p/2. So
+// ⌈log2 n⌉+1 rounds when n > 3p/2, ⌈log2 n⌉ otherwise. The dinan algorithm
+// sends, member by member, what dinanSends derives from it.
 func TestCreateGroupRounds(t *testing.T) {
-	ns := []int{2, 3, 5, 8, 13, 16, 33, 64}
+	ns := []int{2, 3, 5, 7, 8, 12, 13, 16, 33, 64}
 	if !testing.Short() {
 		ns = append(ns, 256)
 	}
 	for _, n := range ns {
 		var mu sync.Mutex
 		var rounds int64
-		var dinanMsgs uint64
 		mpitest.Run(t, n+2, func(r *mpitest.Rank) error {
 			w := r.CommWorld()
 			members := seq(0, n) // ranks n and n+1 are not members
@@ -168,10 +175,14 @@ func TestCreateGroupRounds(t *testing.T) {
 			mu.Unlock()
 			return c.Free()
 		})
-		limit := int64(2*bits(n-1) + 2)
-		if rounds > limit || rounds < int64(bits(n-1)) {
-			t.Errorf("lwgrp CreateGroup of %d members: %d rounds, want %d..%d", n, rounds, bits(n-1), limit)
+		want := int64(bits(n - 1))
+		if p := 1 << (bits(n) - 1); n != p && 2*n > 3*p {
+			want++
 		}
+		if rounds != want {
+			t.Errorf("lwgrp CreateGroup of %d members: %d rounds, want %d", n, rounds, want)
+		}
+		sent := make([]uint64, n)
 		mpitest.Run(t, n+2, func(r *mpitest.Rank) error {
 			w := r.CommWorld()
 			members := seq(0, n) // ranks n and n+1 are not members
@@ -187,13 +198,108 @@ func TestCreateGroupRounds(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			mu.Lock()
-			dinanMsgs = max(dinanMsgs, sentBy(r.Instance)-before)
-			mu.Unlock()
+			sent[w.Rank()] = sentBy(r.Instance) - before
 			return c.Free()
-		}, mpitest.WithMCA(mpi.CreateGroupAlgorithmParam, "dinan"))
-		t.Logf("%d members: lwgrp %d rounds (⌈log2 n⌉ = %d); dinan: at most %d messages sent by a member", n, rounds, bits(n-1), dinanMsgs)
+		}, mpitest.WithMCA(mpi.CreateGroupAlgorithmParam, "dinan"), mpitest.WithMCA("coll", "basic,self"))
+		want2 := dinanSends(n)
+		if !slices.Equal(sent, want2) {
+			t.Errorf("dinan CreateGroup of %d members over coll basic: members sent %v messages, want %v", n, sent, want2)
+		}
+		var total, wantTotal uint64
+		for i := range sent {
+			total, wantTotal = total+sent[i], wantTotal+want2[i]
+		}
+		if total != wantTotal {
+			t.Errorf("dinan CreateGroup of %d members over coll basic: %d messages in all, want %d", n, total, wantTotal)
+		}
 	}
+}
+
+// dinanSends is the number of messages each member of a dinan CreateGroup
+// of members 0..n-1 sends, over coll basic (and self on one rank): a bcast
+// of s ranks is s-1 messages from the root; an allreduce a message to rank
+// 0 from each other rank, then a bcast from rank 0.
+//
+// Each member starts with a Dup of self (no messages). At step i (1, 2,
+// 4…) the block of i members at l = 2ki and the block at l+i (i members
+// or fewer: the end) join, each side through its block's communicator of
+// s ranks, whose rank 0 (the block's first member) leads:
+//   - IntercommCreate: the leaders swap the sizes, then the members' world
+//     ranks, and broadcast each in their block: 2s from the leader;
+//   - its context id agreement over both blocks: per try two allreduces
+//     and two swaps broadcast: 4s-2 from the leader, 2 from each other;
+//   - the intercommunicator's local copy, a Dup of each block's
+//     communicator: per try two allreduces: 2(s-1) from the leader, 2 from
+//     each other;
+//   - Merge: the leaders swap their high flags and broadcast them (s from
+//     the leader), then agree on the merged context id as IntercommCreate.
+//
+// An agreement tries the largest of the members' lowest free context ids
+// (from 2), then, while a member holds it, the largest lowest free above it.
+// How many tries it takes depends on the ids each member holds, which the
+// model follows: 0 and 1 (world and self), then the ids each step takes
+// and frees (the intercommunicator, its local copy and the block's old
+// communicator go; the merged one stays).
+func dinanSends(n int) []uint64 {
+	held := make([]map[int]bool, n)
+	for p := range held {
+		held[p] = map[int]bool{0: true, 1: true}
+	}
+	agree := func(procs []int) (cid int, tries uint64) {
+		for from := 2; ; {
+			tries++
+			cid = from
+			for _, p := range procs {
+				low := from
+				for held[p][low] {
+					low++
+				}
+				cid = max(cid, low)
+			}
+			free := true
+			for _, p := range procs {
+				free = free && !held[p][cid]
+			}
+			if free {
+				for _, p := range procs {
+					held[p][cid] = true
+				}
+				return cid, tries
+			}
+			from = cid + 1
+		}
+	}
+	sends := make([]uint64, n)
+	cur := make([]int, n)
+	for p := range n {
+		cur[p], _ = agree([]int{p})
+	}
+	for i := 1; i < n; i *= 2 {
+		for l := 0; l+i < n; l += 2 * i {
+			both := seq(l, min(l+2*i, n))
+			sides := [][]int{both[:i], both[i:]}
+			ic, icTries := agree(both)
+			dups, dupTries := make([]int, 2), make([]uint64, 2)
+			for k, side := range sides {
+				dups[k], dupTries[k] = agree(side)
+			}
+			merged, mergeTries := agree(both)
+			for k, side := range sides {
+				s := uint64(len(side))
+				sends[side[0]] += 2*s + icTries*(4*s-2) + dupTries[k]*2*(s-1) + s + mergeTries*(4*s-2)
+				for _, p := range side[1:] {
+					sends[p] += 2*icTries + 2*dupTries[k] + 2*mergeTries
+				}
+				for _, p := range side {
+					delete(held[p], ic)
+					delete(held[p], dups[k])
+					delete(held[p], cur[p])
+					cur[p] = merged
+				}
+			}
+		}
+	}
+	return sends
 }
 
 func sentBy(i *mpi.Instance) uint64 {
