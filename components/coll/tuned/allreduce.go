@@ -21,7 +21,8 @@ func unfold(c coll.Comm, result []byte, newrank, extra int, op coll.Op) error {
 // allreduceRecursiveDoubling: fold to a power of two, then in each round
 // exchange the whole vector with the partner 2^k away and combine, the
 // lower ranks' data on the left, so that any op keeps rank order:
-// ⌈log2 n⌉ rounds on a power of two, two more (fold, unfold) otherwise.
+// log2 n rounds on a power of two, otherwise the fold and the unfold
+// around ⌈log2 n⌉-1 doubling rounds: ⌈log2 n⌉+1 at most.
 func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	work := a.Recv
 	if !a.InPlace {

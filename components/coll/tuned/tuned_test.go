@@ -39,28 +39,51 @@ func withSegment2(fn coll.Func) coll.Func {
 	return func(c coll.Comm, a *coll.Args) error { return fn(withSegment(c, 24), a) }
 }
 
-// The log-time algorithms take ⌈log2 n⌉ rounds (Lamport clocks over the
-// messages): dissemination barrier, binomial bcast, Bruck allgather,
-// recursive-doubling allreduce on powers of two (two more otherwise, the
-// fold and the unfold), Bruck alltoall, binomial gather and scatter. A
-// tree's depth counts the root's sends to its children as one round, so
-// on other sizes the trees may take one round fewer (⌊log2 n⌋).
+// The log-time algorithms' rounds (Lamport clocks over the messages), by
+// algorithm, exactly:
+//   - dissemination barrier, Bruck allgather and Bruck alltoall: ⌈log2 n⌉
+//     at every size: every rank sends and receives in every round, so each
+//     round adds one to every clock;
+//   - binomial bcast, gather and scatter: the depth of the binomial tree,
+//     whose deepest rank is the one with the most bits set below n: log2 n
+//     on a power of two, ⌊log2 n⌋ = ⌈log2 n⌉-1 otherwise (no rank below n
+//     has ⌈log2 n⌉ bits set). The trees alone may take one round fewer;
+//   - recursive-doubling allreduce: log2 n on a power of two; otherwise the
+//     e = n-p ranks past the largest power of two p fold into partners
+//     (newranks 0..e-1, one round), the p double (⌈log2 n⌉-1 rounds) and
+//     the partners unfold. Newrank i ends the doubling at max(log2 p,
+//     1+popcount(i^j)) over the partners j < e, 1+log2 p = ⌈log2 n⌉ at
+//     most; the unfold adds a round only when a partner i < e ends there,
+//     i+j = p-1 with i, j < e: e > p/2.
 func TestRounds(t *testing.T) {
+	ceil := coll.CeilLog2
+	tree := func(n int) int {
+		if n&(n-1) == 0 {
+			return ceil(n)
+		}
+		return ceil(n) - 1
+	}
+	folded := func(n int) int {
+		if p := coll.Pow2Floor(n); n != p && 2*n > 3*p {
+			return ceil(n) + 1
+		}
+		return ceil(n)
+	}
 	cases := []struct {
-		op    coll.Op
-		fn    coll.Func
-		extra int // rounds beyond ⌈log2 n⌉ when n is not a power of two
+		op     coll.Op
+		fn     coll.Func
+		rounds func(n int) int
 	}{
-		{coll.Barrier, barrierDissemination, 0},
-		{coll.Bcast, bcastBinomial, 0},
-		{coll.Allgather, allgatherBruck, 0},
-		{coll.Allreduce, allreduceRecursiveDoubling, 2},
-		{coll.Alltoall, alltoallBruck, 0},
-		{coll.Gather, gatherBinomial, 0},
-		{coll.Scatter, scatterBinomial, 0},
+		{coll.Barrier, barrierDissemination, ceil},
+		{coll.Bcast, bcastBinomial, tree},
+		{coll.Allgather, allgatherBruck, ceil},
+		{coll.Allreduce, allreduceRecursiveDoubling, folded},
+		{coll.Alltoall, alltoallBruck, ceil},
+		{coll.Gather, gatherBinomial, tree},
+		{coll.Scatter, scatterBinomial, tree},
 	}
 	for _, cs := range cases {
-		for _, n := range []int{2, 3, 4, 5, 7, 8, 9, 16, 17, 33, 64, 65} {
+		for _, n := range []int{2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 17, 33, 64, 65} {
 			w := colltest.NewWorld(n, false)
 			err := w.Run(func(c coll.Comm) error {
 				a := argsFor(cs.op, c, n)
@@ -69,13 +92,8 @@ func TestRounds(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s at %d ranks: %v", cs.op, n, err)
 			}
-			want := coll.CeilLog2(n)
-			low, limit := want, want
-			if n&(n-1) != 0 {
-				low, limit = want-1, want+cs.extra
-			}
-			if got := w.Rounds(); got < low || got > limit {
-				t.Errorf("%s at %d ranks took %d rounds, want %d..%d", cs.op, n, got, low, limit)
+			if got, want := w.Rounds(), cs.rounds(n); got != want {
+				t.Errorf("%s at %d ranks took %d rounds, want %d", cs.op, n, got, want)
 			}
 		}
 	}
