@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
 )
@@ -125,21 +126,39 @@ func TestRandomSequences(t *testing.T) {
 	}
 }
 
-// The segment's file is gone once every rank has mapped it: a crash
-// leaves nothing in /dev/shm. After Finalize the mapping is gone too, even
-// of the world, which is never freed: a process that runs many jobs of
-// goroutine ranks does not keep their segments.
+// sm fills the world's barrier and sets its segment up at the first one:
+// once every rank has mapped the segment its file is gone (the process maps
+// it, marked deleted, and the directory has no file of it), so that a crash
+// leaves nothing in the segment directory. After Finalize the mapping is
+// gone too, even of the world, which is never freed: a process that runs
+// many jobs of goroutine ranks does not keep their segments.
 func TestSegmentFileRemoved(t *testing.T) {
+	if _, err := os.ReadFile("/proc/self/maps"); err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
 	var job string
 	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
 		if w.Rank() == 0 {
 			job = r.JobID()
 		}
+		if table := w.CollTable(); !strings.HasPrefix(table, "barrier=sm>") {
+			return fmt.Errorf("slot table %q: want the barrier from sm", table)
+		}
 		if err := w.Barrier(); err != nil {
 			return err
 		}
-		files, err := filepath.Glob(filepath.Join("/dev/shm", "gompi-"+r.JobID()+"-collsm-*"))
+		prefix := shmem.Path(r.JobID(), "collsm-")
+		mapped := segmentMaps(prefix)
+		if len(mapped) == 0 {
+			return fmt.Errorf("after the first barrier the process maps no %s* segment: sm never made one", prefix)
+		}
+		for _, m := range mapped {
+			if !strings.HasSuffix(m, " (deleted)") {
+				return fmt.Errorf("after the first barrier the segment's file is still there: %s", m)
+			}
+		}
+		files, err := filepath.Glob(prefix + "*")
 		if err != nil {
 			return err
 		}
@@ -148,13 +167,25 @@ func TestSegmentFileRemoved(t *testing.T) {
 		}
 		return w.Barrier()
 	})
+	if m := segmentMaps(shmem.Path(job, "collsm-")); len(m) > 0 {
+		t.Errorf("after Finalize, the process still maps job %s's segment:\n%s", job, strings.Join(m, "\n"))
+	}
+}
+
+// segmentMaps returns the lines of /proc/self/maps that map a file whose
+// path starts with prefix.
+func segmentMaps(prefix string) []string {
 	maps, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		t.Skipf("no /proc/self/maps: %v", err)
+		return nil
 	}
-	if strings.Contains(string(maps), "gompi-"+job+"-collsm-") {
-		t.Errorf("after Finalize, the process still maps job %s's segment:\n%s", job, maps)
+	var out []string
+	for _, l := range strings.Split(string(maps), "\n") {
+		if strings.Contains(l, " "+prefix) {
+			out = append(out, l)
+		}
 	}
+	return out
 }
 
 // Ranks that wait long in an sm collective sleep, and the last rank to
