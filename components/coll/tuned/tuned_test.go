@@ -1,12 +1,15 @@
 package tuned
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/coll/colltest"
+	"github.com/gompi/gompi/mca"
 )
 
 // Every algorithm of every operation matches the reference at sizes 2–17
@@ -166,5 +169,25 @@ func TestRules(t *testing.T) {
 	w := colltest.NewWorld(4, false)
 	if got := m.choose(coll.Allreduce, w.Comm(0), &coll.Args{Recv: make([]byte, 8), Reducer: sum}).name; got != "ring" {
 		t.Errorf("forced ring: %s", got)
+	}
+	// A non-commutative op gets the first algorithm, which keeps rank
+	// order, with one warning however many calls.
+	var logs bytes.Buffer
+	b, err := mca.NewBase(mca.Options{Output: &logs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.log = b.Logger("coll")
+	affine, err := datatype.ReducerFor[uint64](colltest.Affine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if got := m.choose(coll.Allreduce, w.Comm(0), &coll.Args{Recv: make([]byte, 8), Reducer: affine}).name; got != "recursive_doubling" {
+			t.Errorf("forced ring, non-commutative op: %s, want recursive_doubling", got)
+		}
+	}
+	if k := strings.Count(logs.String(), "forced algorithm needs a commutative op"); k != 1 {
+		t.Errorf("forced ring, non-commutative op, 3 calls: %d warnings, want 1:\n%s", k, logs.String())
 	}
 }
