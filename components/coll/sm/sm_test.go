@@ -142,8 +142,8 @@ func TestSegmentFileRemoved(t *testing.T) {
 		if w.Rank() == 0 {
 			job = r.JobID()
 		}
-		if table := w.CollTable(); !strings.HasPrefix(table, "barrier=sm>") {
-			return fmt.Errorf("slot table %q: want the barrier from sm", table)
+		if !fromSM(w, "barrier") {
+			return fmt.Errorf("slot table %q: want the barrier from sm", w.CollTable())
 		}
 		if err := w.Barrier(); err != nil {
 			return err
@@ -172,6 +172,17 @@ func TestSegmentFileRemoved(t *testing.T) {
 	}
 }
 
+// fromSM says whether c's slot table has op from sm (over the module
+// below it).
+func fromSM(c *mpi.Comm, op string) bool {
+	for _, f := range strings.Fields(c.CollTable()) {
+		if strings.HasPrefix(f, op+"=sm>") {
+			return true
+		}
+	}
+	return false
+}
+
 // segmentMaps returns the lines of /proc/self/maps that map a file whose
 // path starts with prefix.
 func segmentMaps(prefix string) []string {
@@ -197,6 +208,13 @@ func TestSleepersWake(t *testing.T) {
 	start := time.Now()
 	mpitest.Run(t, 4, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
+		// The waits must be sm's: below it, the PML's own bells would wake
+		// the sleepers.
+		for _, op := range []string{"barrier", "allreduce"} {
+			if !fromSM(w, op) {
+				return fmt.Errorf("slot table %q: want %s from sm", w.CollTable(), op)
+			}
+		}
 		for i := 0; i < rounds; i++ {
 			if w.Rank() == i%4 {
 				time.Sleep(30 * time.Millisecond) // the others go to sleep meanwhile
