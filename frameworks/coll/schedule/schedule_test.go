@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gompi/gompi/frameworks/coll"
@@ -92,25 +93,27 @@ func TestValidate(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		edit func(s *Schedule)
+		says string // what the error names
 	}{
-		{"another operation", func(s *Schedule) { s.Op = coll.Bcast }},
-		{"another rank", func(s *Schedule) { s.Rank = 2 }},
-		{"no parts", func(s *Schedule) { s.Parts = 0 }},
-		{"a peer outside", func(s *Schedule) { s.Rounds[1][0].Peer = 4 }},
-		{"itself as peer", func(s *Schedule) { s.Rounds[1][0].Peer = 1 }},
-		{"blocks past the end", func(s *Schedule) { s.Rounds[1][0].End = 5 }},
-		{"a receive into the input", func(s *Schedule) { s.Rounds[1][1].Dst = Input }},
+		{"another operation", func(s *Schedule) { s.Op = coll.Bcast }, "made for bcast, rank 1 of 4"},
+		{"another rank", func(s *Schedule) { s.Rank = 2 }, "made for allreduce, rank 2 of 4"},
+		{"no parts", func(s *Schedule) { s.Parts = 0 }, "0 parts"},
+		{"a peer outside", func(s *Schedule) { s.Rounds[1][0].Peer = 4 }, "round 1, step 0 (send): peer 4"},
+		{"itself as peer", func(s *Schedule) { s.Rounds[1][0].Peer = 1 }, "round 1, step 0 (send): peer 1"},
+		{"blocks past the end", func(s *Schedule) { s.Rounds[1][0].End = 5 }, "round 1, step 0 (send): blocks [1, 5): accepted within [0, 4)"},
+		{"a receive into the input", func(s *Schedule) { s.Rounds[1][1].Dst = Input }, "round 1, step 1 (recv): a receive writes Output or Scratch"},
 		{"a send that reads what the round receives", func(s *Schedule) {
 			s.Rounds[1][0].Src, s.Rounds[1][0].First, s.Rounds[1][0].End = Scratch, s.Rounds[1][1].First, s.Rounds[1][1].End
-		}},
-		{"two receives into one block", func(s *Schedule) { s.Rounds[1] = append(s.Rounds[1], s.Rounds[1][1]) }},
-		{"an unknown kind", func(s *Schedule) { s.Rounds[1][2].Kind = 9 }},
-		{"a copy onto itself", func(s *Schedule) { s.Rounds[0][0].Src = Output }},
+		}, "round 1, step 0 (send): reads block 0, which a receive of the round writes"},
+		{"two receives into one block", func(s *Schedule) { s.Rounds[1] = append(s.Rounds[1], s.Rounds[1][1]) }, "round 1, step 3 (recv): two receives of the round write block 0"},
+		{"an unknown kind", func(s *Schedule) { s.Rounds[1][2].Kind = 9 }, "round 1, step 2 (kind(9)): unknown kind"},
+		{"a copy onto itself", func(s *Schedule) { s.Rounds[0][0].Src = Output }, "round 0, step 0 (copy): source and destination are the same blocks"},
 	} {
 		s, _ := Decode(good.Encode())
 		c.edit(s)
-		if err := s.Validate(coll.Allreduce, 4, 1); !errors.Is(err, mpierr.ErrArg) {
-			t.Errorf("%s: %v, want ErrArg", c.name, err)
+		err := s.Validate(coll.Allreduce, 4, 1)
+		if !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want ErrArg saying %q", c.name, err, c.says)
 		}
 	}
 }
