@@ -8,13 +8,17 @@
 //	crashquery   panics while answering a communicator's query
 //	hangquery    never answers a communicator's query
 //	badschedule  answers with a schedule whose peer is outside the communicator
+//	once         a correct dissemination barrier, but panics when asked twice
+//	             for one communicator shape (the host caches its answers)
 //	anything else  a correct dissemination barrier
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	goplugin "github.com/hashicorp/go-plugin"
 
@@ -49,6 +53,18 @@ func main() {
 		}
 	case "hangquery":
 		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) { select {} }
+	case "once":
+		var mu sync.Mutex
+		seen := map[[2]int]bool{}
+		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if seen[[2]int{size, rank}] {
+				panic(fmt.Sprintf("testplugin: asked twice for rank %d of %d", rank, size))
+			}
+			seen[[2]int{size, rank}] = true
+			return dissemination(size, rank), nil
+		}
 	case "badschedule":
 		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 			s := dissemination(size, rank)
