@@ -3,6 +3,7 @@ package collplugin
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/gompi/gompi/frameworks/coll"
@@ -50,15 +51,18 @@ func TestParseReplyRefuses(t *testing.T) {
 	if _, _, err := parseReply(barrierReply(t, 4, 1), 4, 1); err != nil {
 		t.Fatal(err)
 	}
-	for name, b := range map[string][]byte{
-		"not JSON":         []byte("{"),
-		"an unknown op":    []byte(`{"schedules":{"teleport":"R1NDMQ=="}}`),
-		"not a schedule":   []byte(`{"schedules":{"barrier":"aGVsbG8="}}`),
-		"for another rank": barrierReply(t, 4, 2),
-		"for another size": barrierReply(t, 8, 1),
+	for name, c := range map[string]struct {
+		reply []byte
+		says  string // why
+	}{
+		"not JSON":         {[]byte("{"), "not JSON"},
+		"an unknown op":    {[]byte(`{"schedules":{"teleport":"R1NDMQ=="}}`), `unknown operation "teleport"`},
+		"not a schedule":   {[]byte(`{"schedules":{"barrier":"aGVsbG8="}}`), "coll plugin reply, barrier: "},
+		"for another rank": {barrierReply(t, 4, 2), "made for barrier, rank 2 of 4"},
+		"for another size": {barrierReply(t, 8, 1), "made for barrier, rank 1 of 8"},
 	} {
-		if _, _, err := parseReply(b, 4, 1); !errors.Is(err, mpierr.ErrArg) {
-			t.Errorf("%s: %v, want ErrArg", name, err)
+		if _, _, err := parseReply(c.reply, 4, 1); !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want ErrArg saying %q", name, err, c.says)
 		}
 	}
 }
