@@ -155,7 +155,8 @@ func checkOf(op string) string {
 // passes its operation's checks on the real stack, at sizes around powers
 // of two, with every root and with segments small enough to pipeline. The
 // algorithms come from the registry, so a new one is tested as soon as its
-// enum value exists.
+// enum value exists. Nothing here can tell which algorithm ran: tuned's
+// TestForcedParams checks that the parameter picks it.
 func TestForcedAlgorithms(t *testing.T) {
 	var forced int
 	sizes := []int{2, 3, 4, 5, 7, 8, 13, 16} // one rank is self's

@@ -3,6 +3,7 @@ package tuned
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/coll/colltest"
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/params"
 )
 
 // Every algorithm of every operation matches the reference at sizes 2–17
@@ -189,5 +191,41 @@ func TestRules(t *testing.T) {
 	}
 	if k := strings.Count(logs.String(), "forced algorithm needs a commutative op"); k != 1 {
 		t.Errorf("forced ring, non-commutative op, 3 calls: %d warnings, want 1:\n%s", k, logs.String())
+	}
+}
+
+// Each value of a coll_tuned_<op>_algorithm parameter reaches the module
+// Query makes: the module runs that algorithm (a commutative op, so none
+// gives way), whatever the rules would pick. package mpi's
+// TestForcedAlgorithms runs each forced algorithm on the real stack and
+// relies on this.
+func TestForcedParams(t *testing.T) {
+	w := colltest.NewWorld(8, false)
+	forced := 0
+	for op, as := range algs {
+		for v := 1; v < len(as); v++ {
+			c := &Component{}
+			cat := mca.NewCatalog()
+			cat.RegisterFramework(coll.Framework)
+			cat.Register(c, mca.Builtin)
+			b, err := mca.NewBase(mca.Options{Catalog: cat, Output: io.Discard, Sources: params.Sources{
+				Env:         []string{"OMPI_MCA_mca_base_param_files=none"},
+				CommandLine: []params.Setting{{Name: AlgorithmParam(op), Value: as[v].name}}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, mod, err := c.Query(b, w.Comm(0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := argsFor(op, w.Comm(0), 8)
+			if got := mod.(*module).choose(op, w.Comm(0), a).name; got != as[v].name {
+				t.Errorf("%s = %s: the module runs %s", AlgorithmParam(op), as[v].name, got)
+			}
+			forced++
+		}
+	}
+	if forced == 0 {
+		t.Fatal("no algorithm to force")
 	}
 }
