@@ -55,8 +55,9 @@ func subComms(w *mpi.Comm) ([]*mpi.Comm, error) {
 }
 
 // runCollSuite runs the collectives suite on the world and on
-// sub-communicators, at every size, with the given parameters.
-func runCollSuite(t *testing.T, o collcheck.Options, mca ...string) {
+// sub-communicators, at every size, with the given parameters; with from
+// set, every slot of each of them must come from that module.
+func runCollSuite(t *testing.T, o collcheck.Options, from string, mca ...string) {
 	for _, n := range collSizes() {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			var opts []mpitest.Option
@@ -65,7 +66,17 @@ func runCollSuite(t *testing.T, o collcheck.Options, mca ...string) {
 			}
 			mpitest.Run(t, n, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
-				if err := collcheck.Run(w, o); err != nil {
+				run := func(c *mpi.Comm) error {
+					if from != "" {
+						for _, f := range strings.Fields(c.CollTable()) {
+							if _, m, _ := strings.Cut(f, "="); m != from {
+								return fmt.Errorf("%s: slot %s, want every slot from %s", c.Name(), f, from)
+							}
+						}
+					}
+					return collcheck.Run(c, o)
+				}
+				if err := run(w); err != nil {
 					return err
 				}
 				subs, err := subComms(w)
@@ -73,7 +84,7 @@ func runCollSuite(t *testing.T, o collcheck.Options, mca ...string) {
 					return err
 				}
 				for _, s := range subs {
-					if err := collcheck.Run(s, o); err != nil {
+					if err := run(s); err != nil {
 						return err
 					}
 					if err := s.Free(); err != nil {
@@ -93,7 +104,7 @@ func TestCollectives(t *testing.T) {
 	if testing.Short() {
 		o.Counts = []int{0, 1, 7}
 	}
-	runCollSuite(t, o)
+	runCollSuite(t, o, "")
 }
 
 // basic alone fills every slot.
@@ -101,7 +112,7 @@ func TestCollectivesBasicOnly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the default selection covers the suite")
 	}
-	runCollSuite(t, collcheck.Options{Counts: []int{0, 3, 100}}, "coll", "basic")
+	runCollSuite(t, collcheck.Options{Counts: []int{0, 3, 100}}, "basic", "coll", "basic")
 }
 
 // coll=self on four ranks leaves every slot empty: Init fails, naming the
