@@ -318,6 +318,18 @@ func checkScan(c *mpi.Comm, o *Options) error {
 		if err := equal(a, gen(n, func(i int) uint64 { return composeAffine(0, me+1, i) }), "scan in place"); err != nil {
 			return err
 		}
+		// Exscan in place: rank 0's buffer is left as it was.
+		e := gen(n, func(i int) uint64 { return xa(me, i) })
+		if err := mpi.Exscan(c, e, e, affine); err != nil {
+			return err
+		}
+		want := gen(n, func(i int) uint64 { return xa(0, i) })
+		if me > 0 {
+			want = gen(n, func(i int) uint64 { return composeAffine(0, me, i) })
+		}
+		if err := equal(e, want, "exscan in place"); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -409,6 +421,17 @@ func checkScatter(c *mpi.Comm, o *Options) error {
 				return err
 			}
 			if err := equal(recv, gen(n, func(i int) int64 { return xs(root, me, i) }), "scatter"); err != nil {
+				return err
+			}
+			// In place: the root's own block stays in send.
+			recv = make([]int64, n)
+			if me == root {
+				recv = send[root*n : root*n+n]
+			}
+			if err := mpi.Scatter(c, send, recv, root); err != nil {
+				return err
+			}
+			if err := equal(recv, gen(n, func(i int) int64 { return xs(root, me, i) }), "scatter in place"); err != nil {
 				return err
 			}
 			counts := vcounts(p, n)
