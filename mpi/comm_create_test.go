@@ -10,7 +10,8 @@ import (
 )
 
 // TestCommCreate: members get a communicator of the group's ranks, others
-// nil; messages on it match only on it; ids are reused after Free.
+// nil; messages on it match only on it; ids are reused after Free; with
+// mpi_use_sparse_groups the groups are stored sparsely.
 func TestCommCreate(t *testing.T) {
 	for _, sparse := range []string{"0", "1"} {
 		t.Run("sparse="+sparse, func(t *testing.T) {
@@ -24,6 +25,15 @@ func TestCommCreate(t *testing.T) {
 				odds, err := wg.Excl([]int{0, 2})
 				if err != nil {
 					return err
+				}
+				// Sparse stores the reversed world as a stride (12 bytes
+				// against 16); groups of two stay dense either way.
+				rev, err := wg.Incl([]int{3, 2, 1, 0})
+				if err != nil {
+					return err
+				}
+				if format, _, err := rev.Storage(); err != nil || (format == "dense") != (sparse == "0") {
+					return fmt.Errorf("mpi_use_sparse_groups=%s: the reversed world's group is stored %s (%v)", sparse, format, err)
 				}
 				ce, err := world.Create(evens)
 				if err != nil {
@@ -81,16 +91,26 @@ func TestCommCreate(t *testing.T) {
 				if err := world.Free(); !errors.Is(err, mpi.ErrComm) {
 					return fmt.Errorf("rank %d: freeing the world: %v, want ErrComm", me, err)
 				}
-				// Many creations: ids are freed and reused. A communicator
-				// of the whole world group (a dup) compares IDENT to the
-				// world's group; one of half of it UNEQUAL.
+				// Many creations: each takes the id the first took, freed
+				// by the one before. A communicator of the whole world
+				// group (a dup) compares IDENT to the world's group, and
+				// CONGRUENT to the world.
+				first := -1
 				for i := 0; i < 100; i++ {
 					c, err := world.Create(wg)
 					if err != nil {
 						return err
 					}
+					if first < 0 {
+						first = c.ContextID()
+					} else if c.ContextID() != first {
+						return fmt.Errorf("rank %d: creation %d took context id %d, the first %d", me, i, c.ContextID(), first)
+					}
 					if cmp, _ := c.Group().Compare(wg); cmp != mpi.Ident {
 						return fmt.Errorf("rank %d: dup's group compares %v to the world's", me, cmp)
+					}
+					if cmp, err := c.Compare(world); cmp != mpi.Congruent || err != nil {
+						return fmt.Errorf("rank %d: dup compares %v (%v) to the world", me, cmp, err)
 					}
 					if err := c.Free(); err != nil {
 						return err

@@ -113,8 +113,9 @@ func isolation(w, sub *mpi.Comm) error {
 	return w.Barrier()
 }
 
-// Context ids are reused after Free: a thousand Dup/Free and Split/Free
-// cycles do not run out.
+// Context ids are reused after Free: every cycle of Dup, Split and Free
+// takes the ids the first took (a cycle that leaked one would move on to
+// others; running out takes 65534).
 func TestCreateFreeCycles(t *testing.T) {
 	cycles := 1000
 	if testing.Short() {
@@ -122,6 +123,7 @@ func TestCreateFreeCycles(t *testing.T) {
 	}
 	mpitest.Run(t, 4, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
+		var first [2]int
 		for i := 0; i < cycles; i++ {
 			d, err := w.Dup()
 			if err != nil {
@@ -130,6 +132,12 @@ func TestCreateFreeCycles(t *testing.T) {
 			s, err := d.Split(w.Rank()%2, 0)
 			if err != nil {
 				return fmt.Errorf("cycle %d: %w", i, err)
+			}
+			ids := [2]int{d.ContextID(), s.ContextID()}
+			if i == 0 {
+				first = ids
+			} else if ids != first {
+				return fmt.Errorf("cycle %d took context ids %v, the first %v: ids freed were not reused", i, ids, first)
 			}
 			if err := errors.Join(s.Free(), d.Free()); err != nil {
 				return err

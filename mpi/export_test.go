@@ -5,3 +5,7 @@ import "github.com/gompi/gompi/lwgrp"
 // WrapCreateGroupTransport makes CreateGroup's lwgrp algorithm talk
 // through f(parent) instead of the parent: tests count its rounds.
 func (i *Instance) WrapCreateGroupTransport(f func(*Comm) lwgrp.Transport) { i.groupTransport = f }
+
+// ContextID is the communicator's context id: tests check that ids are
+// reused after Free.
+func (c *Comm) ContextID() int { return int(c.pc.CID) }
