@@ -58,7 +58,10 @@ func TestSplitAndDup(t *testing.T) {
 					}
 					return isolation(w, nil)
 				}
-				if sub == nil || sub.Size() != len(want) || want[sub.Rank()] != me {
+				if sub == nil {
+					return fmt.Errorf("color %d: no communicator, want members %v", colors[me], want)
+				}
+				if sub.Size() != len(want) || want[sub.Rank()] != me {
 					return fmt.Errorf("color %d: got size %d rank %d, want members %v", colors[me], sub.Size(), sub.Rank(), want)
 				}
 				got := make([]int64, sub.Size())

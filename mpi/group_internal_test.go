@@ -13,8 +13,8 @@ import (
 	"github.com/gompi/gompi/mpierr"
 )
 
-// The MPI edge cases of reference/groups.md ("Edge cases a test suite
-// should cover"), numbered as there. Groups are local, so a world of any
+// The edge cases of MPI's group operations a test suite should cover,
+// numbered. Groups are local, so a world of any
 // size is made straight from a module, as Instance.setup does, and every
 // case runs with both stores. The cases that need communicators (the group
 // of a split or duplicated communicator) are tested here on the groups such
@@ -450,6 +450,11 @@ func TestEdge13SparseChainAndBitmap(t *testing.T) {
 			back := ok[[]int](t)(w.TranslateRanks(ref, g))
 			if !slices.Equal(back, seq(0, 1, len(ref))) {
 				t.Fatalf("level %d: world → group %v", level, back)
+			}
+			if _, sparse := w.ops.Module.(sparse.Module); sparse {
+				if format, _, _ := g.Storage(); format != "bitmap" {
+					t.Errorf("level %d: %d irregular ranks stored as %s, want bitmap", level, len(ranks), format)
+				}
 			}
 		}
 		if _, sparse := w.ops.Module.(sparse.Module); sparse {
