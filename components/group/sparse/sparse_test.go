@@ -189,11 +189,17 @@ func TestChainDepth(t *testing.T) {
 			t.Errorf("level %d stored as %s with %d hops", level, g.Store().Format(), hops(g))
 		}
 	}
-	// A reversal of the deepest group is a stride of it... unless dense is
-	// no bigger, as for small groups.
+	// A reversal of the deepest group is a stride of it (12 bytes; dense
+	// would take 4 per member, and no ancestor holds it in order).
 	rev := mk(o.RangeIncl(g, [][3]int{{g.Size() - 1, 0, -1}}))
 	slices.Reverse(ref)
 	verify(t, rev, ref, n)
+	if g.Size() <= 3 {
+		t.Fatalf("the deepest group has %d members: dense is no bigger than a stride", g.Size())
+	}
+	if f, h := rev.Store().Format(), hops(rev); f != Stride || h != 5 {
+		t.Errorf("the reversed deepest group (%d members) is stored as %s with %d hops, want a stride of it (5 hops)", rev.Size(), f, h)
+	}
 }
 
 func TestEveryOtherRankOf1MTakesAtMost64Bytes(t *testing.T) {
