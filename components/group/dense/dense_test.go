@@ -26,7 +26,8 @@ func TestModule(t *testing.T) {
 			t.Errorf("%v: the store does not expose its slice", ranges)
 		}
 	}
-	if (&Component{}).Info().Priority != Priority {
-		t.Error("Info and Query disagree on the priority")
+	c := &Component{}
+	if prio, _, err := c.Query(nil); err != nil || prio != c.Info().Priority {
+		t.Errorf("Query gives priority %d (%v), Info %d", prio, err, c.Info().Priority)
 	}
 }
