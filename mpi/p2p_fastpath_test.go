@@ -6,27 +6,57 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/components/pml/ob1"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
 )
 
-// fastSize gives message i a size on either side of the LLP's payload limit
-// (256 by default) and of the shm eager limit, so that consecutive messages
-// of one peer take the LLP, the shm ring, and the rendezvous in turn.
-func fastSize(i int) int {
-	switch i % 7 {
+// fastSizes are the message sizes of the order test, taken from the
+// instance's limits so that they cross them whatever their defaults: on
+// either side of the LLP's payload limit (pml_ob1_llp_max_payload_size),
+// at the eager route's eager limit and one byte past it, and several
+// fragments long.
+type fastSizes struct {
+	llpMax, eager, large int
+}
+
+func fastSizesOf(r *mpitest.Rank, peer int) (fastSizes, error) {
+	_, v, ok := r.Params().Lookup("pml_ob1_llp_max_payload_size")
+	if !ok {
+		return fastSizes{}, fmt.Errorf("pml_ob1_llp_max_payload_size is not registered")
+	}
+	route := r.BML().Peer(peer).Send[0].Attr
+	s := fastSizes{
+		llpMax: int(v.Uint()),
+		eager:  route.EagerLimit - ob1.MatchHeaderLen,
+		large:  2*route.MaxSendSize + 100,
+	}
+	// The sizes below must fall on three different paths: LLP, eager,
+	// rendezvous.
+	if s.llpMax < 2 || s.llpMax > s.eager || s.eager+1 > s.large {
+		return s, fmt.Errorf("limits the test cannot cross in order: LLP below %d bytes, eager up to %d, large %d", s.llpMax, s.eager, s.large)
+	}
+	return s, nil
+}
+
+// size gives message i a size: the LLP's, then the eager path's, then the
+// rendezvous's, so that consecutive messages of one peer change path.
+func (s fastSizes) size(i int) int {
+	switch i % 8 {
 	case 0, 3:
 		return 8 // LLP
 	case 1:
-		return 255 // LLP, at the limit
+		return s.llpMax - 1 // LLP, at its limit
 	case 2:
-		return 256 // not LLP: eager on the ring
+		return s.llpMax // not LLP: eager
 	case 4:
-		return 0
+		return 0 // LLP
 	case 5:
-		return 3000 // eager on the ring
+		return s.eager // eager, at its limit
+	case 6:
+		return s.eager + 1 // rendezvous, at its start
 	}
-	return 70000 // rendezvous
+	return s.large // rendezvous, several fragments
 }
 
 // fastTag gives message i a tag: runs of one tag (where a message that
@@ -38,17 +68,27 @@ func fastTag(i int) int { return (i / 10) % 2 }
 // receive's fast path (polling the LLP slot and the ring itself), by posted
 // receives, or by wildcard ones, and whether it is early or late. Tags
 // alternate too, so that the fast path finds messages it must leave for
-// another receive.
+// another receive. The sender's counters show that the messages took the
+// paths their sizes call for.
 func TestLLPAndNormalPathKeepOrder(t *testing.T) {
-	for _, tr := range []struct{ name, llp string }{{"llp", ""}, {"nollp", "^tofu"}} {
+	for _, tr := range []struct {
+		name, llp string
+		withLLP   bool
+	}{{"llp", "", true}, {"nollp", "^tofu", false}} {
 		t.Run(tr.name, func(t *testing.T) {
 			const n = 700
 			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 				c := r.CommWorld()
-				buf := make([]byte, 70000)
+				sz, err := fastSizesOf(r, 1-c.Rank())
+				if err != nil {
+					return err
+				}
+				buf := make([]byte, sz.large)
 				if c.Rank() == 0 {
+					before := r.PMLStats()
+					var offered, large int
 					for i := 0; i < n; i++ {
-						b := buf[:fastSize(i)]
+						b := buf[:sz.size(i)]
 						if len(b) >= 4 {
 							binary.LittleEndian.PutUint32(b, uint32(i))
 						}
@@ -61,16 +101,22 @@ func TestLLPAndNormalPathKeepOrder(t *testing.T) {
 							}
 						default:
 							err = c.Send(b, 1, tag)
+							if len(b) < sz.llpMax {
+								offered++
+							}
 						}
 						if err != nil {
 							return err
 						}
+						if len(b) > sz.eager {
+							large++
+						}
 					}
-					return nil
+					return checkFastPaths(before, r.PMLStats(), n, offered, large, tr.withLLP)
 				}
 				check := func(i int, st mpi.Status, b []byte) error {
-					if st.Count != fastSize(i) || st.Tag != fastTag(i) || st.Source != 0 {
-						return fmt.Errorf("message %d: got %d bytes, tag %d, from %d; want %d bytes, tag %d", i, st.Count, st.Tag, st.Source, fastSize(i), fastTag(i))
+					if st.Count != sz.size(i) || st.Tag != fastTag(i) || st.Source != 0 {
+						return fmt.Errorf("message %d: got %d bytes, tag %d, from %d; want %d bytes, tag %d", i, st.Count, st.Tag, st.Source, sz.size(i), fastTag(i))
 					}
 					if st.Count >= 4 {
 						if got := binary.LittleEndian.Uint32(b); got != uint32(i) {
@@ -99,7 +145,7 @@ func TestLLPAndNormalPathKeepOrder(t *testing.T) {
 						// blocking receive then finds a posted receive and
 						// takes the normal path (when their tags are equal,
 						// the posted one takes the first).
-						b2 := make([]byte, 70000)
+						b2 := make([]byte, sz.large)
 						var req *mpi.Request
 						if req, err = c.Irecv(b2, 0, fastTag(i+1)); err != nil {
 							return err
@@ -133,4 +179,30 @@ func TestLLPAndNormalPathKeepOrder(t *testing.T) {
 			}, mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("llp", tr.llp))
 		})
 	}
+}
+
+// checkFastPaths checks the sender's counters over the n messages of the
+// order test: every blocking send below the LLP limit was offered to the LLP
+// (taken or refused; each send completes before the next, so none finds
+// another queued), none other was, the large ones went by rendezvous, and
+// the rest eager.
+func checkFastPaths(before, after mpi.PMLStats, n, offered, large int, withLLP bool) error {
+	hits, falls := after.LLPHits-before.LLPHits, after.LLPFallbacks-before.LLPFallbacks
+	eager := after.Eager - before.Eager
+	rndv := after.Rendezvous + after.RGet - before.Rendezvous - before.RGet
+	want := uint64(offered)
+	if !withLLP {
+		want = 0
+	}
+	switch {
+	case hits+falls != want:
+		return fmt.Errorf("%d LLP hits and %d fall-backs, want %d sends offered to the LLP", hits, falls, want)
+	case withLLP && hits == 0:
+		return fmt.Errorf("no send took the LLP (%d fall-backs)", falls)
+	case rndv != uint64(large):
+		return fmt.Errorf("%d messages by rendezvous, want %d", rndv, large)
+	case eager+hits != uint64(n-large):
+		return fmt.Errorf("%d eager messages and %d LLP hits, want %d together", eager, hits, n-large)
+	}
+	return nil
 }

@@ -2,12 +2,16 @@ package mpi_test
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/internal/p2pcheck"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
+	"github.com/gompi/gompi/rte"
 )
 
 // transports are the ways a sleeping rank can be reached: shared memory
@@ -100,24 +104,37 @@ func TestSleepingOnSelf(t *testing.T) {
 }
 
 // The policy follows the job: ranks outnumbering the processors yield,
-// and mpi_yield_when_idle overrides.
+// mpi_yield_when_idle overrides, and the budgets are the wait parameters'
+// values, defaults or set.
 func TestWaitPolicyFollowsTheJob(t *testing.T) {
-	mpitest.Run(t, 64, func(r *mpitest.Rank) error {
+	// One rank more than the processors mpitest counts for its ranks.
+	over := min(runtime.GOMAXPROCS(0), rte.NodeCores()) + 1
+	mpitest.Run(t, over, func(r *mpitest.Rank) error {
 		if p := r.WaitPolicy(); !p.Yield {
-			return errors.New("64 goroutine ranks on this machine do not yield: " + p.Why)
+			return fmt.Errorf("%d goroutine ranks on this machine do not yield: %s", over, p.Why)
 		}
 		return nil
 	})
-	mpitest.Run(t, 64, func(r *mpitest.Rank) error {
+	mpitest.Run(t, over, func(r *mpitest.Rank) error {
 		if p := r.WaitPolicy(); p.Yield {
 			return errors.New("mpi_yield_when_idle=no still yields: " + p.Why)
 		}
 		return nil
 	}, mpitest.WithMCA("mpi_yield_when_idle", "no"))
-	mpitest.Run(t, 1, func(r *mpitest.Rank) error {
-		if p := r.WaitPolicy(); p.Yield || p.Spin != 0 || p.YieldFor != 500*time.Microsecond || p.SleepMax != 100*time.Millisecond {
-			return errors.New("one rank yields, or the defaults changed: " + p.Why)
+	budgets := func(r *mpitest.Rank) error {
+		get := func(name string) time.Duration {
+			_, v, ok := r.Params().Lookup(name)
+			if !ok {
+				return -1
+			}
+			return time.Duration(v.Uint())
+		}
+		spin, yieldFor, sleepMax := get(pml.SpinParam)*time.Microsecond, get(pml.YieldForParam)*time.Microsecond, get(pml.SleepMaxParam)*time.Millisecond
+		if p := r.WaitPolicy(); p.Yield || p.Spin != spin || p.YieldFor != yieldFor || p.SleepMax != sleepMax {
+			return fmt.Errorf("one rank: policy %+v, want no yield, spin %v, yield for %v, sleep at most %v", p, spin, yieldFor, sleepMax)
 		}
 		return nil
-	})
+	}
+	mpitest.Run(t, 1, budgets)
+	mpitest.Run(t, 1, budgets, mpitest.WithMCA(pml.SpinParam, "7"), mpitest.WithMCA(pml.YieldForParam, "1234"), mpitest.WithMCA(pml.SleepMaxParam, "42"))
 }

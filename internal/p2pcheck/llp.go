@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gompi/gompi/components/pml/ob1"
 	"github.com/gompi/gompi/mpi"
 )
 
@@ -25,57 +26,95 @@ type StreamResult struct {
 func (s StreamResult) Hits() uint64      { return s.After.LLPHits - s.Before.LLPHits }
 func (s StreamResult) Fallbacks() uint64 { return s.After.LLPFallbacks - s.Before.LLPFallbacks }
 
-// streamSize gives message i of the stream a size: mostly below an LLP
-// limit of 256, some at it and just below it, some above the eager limit.
-func streamSize(i int) int {
-	switch {
-	case i%50 == 49:
-		return 20000
-	case i%11 == 10:
-		return 256
-	case i%13 == 12:
-		return 255
+// LLPLimit is the instance's pml_ob1_llp_max_payload_size: blocking sends
+// with a shorter payload are offered to the LLP.
+func LLPLimit(inst *mpi.Instance) (int, error) {
+	_, v, ok := inst.Params().Lookup("pml_ob1_llp_max_payload_size")
+	if !ok {
+		return 0, fmt.Errorf("pml_ob1_llp_max_payload_size is not registered")
 	}
-	return 16 + i%200
+	return int(v.Uint()), nil
 }
 
-// LLPStream sends n messages from rank 0 to rank 1 that mix every kind of
-// send: blocking small and large, non-blocking, synchronous and buffered.
+// EagerPayload is the longest payload that goes eager to world rank peer:
+// the largest eager limit of the routes that carry its messages, less the
+// MATCH header.
+func EagerPayload(inst *mpi.Instance, peer int) int {
+	limit := 0
+	for _, rt := range inst.BML().Peer(peer).Send {
+		limit = max(limit, rt.Attr.EagerLimit)
+	}
+	return limit - ob1.MatchHeaderLen
+}
+
+// streamSizes are the sizes of the LLP stream, taken from the limits of
+// the job: mostly below the LLP limit, some at it and just below it, some
+// one byte above the eager limit.
+type streamSizes struct{ llpMax, eager int }
+
+func (s streamSizes) size(i int) int {
+	switch {
+	case i%50 == 49:
+		return s.eager + 1
+	case i%11 == 10:
+		return s.llpMax
+	case i%13 == 12:
+		return s.llpMax - 1
+	}
+	return 16 + i%min(200, s.llpMax-16)
+}
+
+// LLPStream sends n messages from rank 0 to rank 1 of the world that mix
+// every kind of send: blocking small and large, non-blocking, synchronous
+// and buffered, on both sides of the LLP limit and of the eager limit.
 // Rank 1 starts receiving delay late (so that an LLP with few slots fills
 // and refuses, and the normal path takes over) and checks that the stream
 // arrives whole and in the order sent, whichever path each message took.
-// llpMax is pml_ob1_llp_max_payload_size. Rank 0 returns what it saw.
-func LLPStream(c *mpi.Comm, n, llpMax int, delay time.Duration) (StreamResult, error) {
+// Rank 0 returns what it saw.
+func LLPStream(c *mpi.Comm, n int, delay time.Duration) (StreamResult, error) {
 	const tag = 7
 	var res StreamResult
-	if c.Size() < 2 {
-		return res, fmt.Errorf("the LLP stream needs 2 ranks")
+	inst := c.Instance()
+	if c.Size() < 2 || c != inst.CommWorld() {
+		return res, fmt.Errorf("the LLP stream needs the world of 2 ranks or more")
 	}
+	llpMax, err := LLPLimit(inst)
+	if err != nil {
+		return res, err
+	}
+	if llpMax <= 16 {
+		// Every message carries a 16-byte header.
+		return res, fmt.Errorf("the LLP stream needs an LLP limit above 16 bytes, not %d", llpMax)
+	}
+	peer := 1
+	if c.Rank() == 1 {
+		peer = 0
+	}
+	sz := streamSizes{llpMax: llpMax, eager: EagerPayload(inst, peer)}
 	if err := Barrier(c); err != nil {
 		return res, err
 	}
 	switch c.Rank() {
 	case 1:
 		time.Sleep(delay)
-		buf := make([]byte, 1<<16)
+		buf := make([]byte, max(sz.eager+1, llpMax))
 		for i := 0; i < n; i++ {
 			h, err := recvMsg(c, buf, 0, tag)
 			if err != nil {
 				return res, fmt.Errorf("message %d: %w", i, err)
 			}
-			if h.idx != i || h.size != max(streamSize(i), 16) {
-				return res, fmt.Errorf("message %d: got message %d of %d bytes (want %d)", i, h.idx, h.size, streamSize(i))
+			if h.idx != i || h.size != max(sz.size(i), 16) {
+				return res, fmt.Errorf("message %d: got message %d of %d bytes (want %d)", i, h.idx, h.size, sz.size(i))
 			}
 		}
 	case 0:
-		inst := c.Instance()
-		if err := inst.BufferAttach(make([]byte, 1<<20)); err != nil {
+		if err := inst.BufferAttach(make([]byte, 1<<20+sz.eager)); err != nil {
 			return res, err
 		}
 		res.Before = inst.PMLStats()
 		var reqs []*mpi.Request
 		for i := 0; i < n; i++ {
-			b := msg(0, tag, i, streamSize(i))
+			b := msg(0, tag, i, sz.size(i))
 			small := len(b) < llpMax
 			var err error
 			switch kind := i % 7; {
@@ -123,12 +162,16 @@ func boolInt(b bool) int {
 // LLPCounters checks the LLP counters of ranks 0 and 1, each sending to the
 // other: small blocking sends in standard, ready and buffered mode hit the
 // LLP when wantHits (an LLP that reaches the peer is in use); non-blocking
-// and synchronous sends, sends to oneself and messages at or above llpMax
-// (pml_ob1_llp_max_payload_size) never reach it. No send may fall back:
-// the peer keeps receiving.
-func LLPCounters(c *mpi.Comm, llpMax int, wantHits bool) error {
+// and synchronous sends, sends to oneself and messages at or above the LLP
+// limit (pml_ob1_llp_max_payload_size) never reach it. No send may fall
+// back: the peer keeps receiving.
+func LLPCounters(c *mpi.Comm, wantHits bool) error {
 	if c.Size() < 2 {
 		return fmt.Errorf("the LLP counter check needs 2 ranks")
+	}
+	llpMax, err := LLPLimit(c.Instance())
+	if err != nil {
+		return err
 	}
 	me := c.Rank()
 	if me > 1 {

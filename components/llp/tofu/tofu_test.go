@@ -14,6 +14,7 @@ import (
 
 	"github.com/gompi/gompi/internal/p2pcheck"
 	"github.com/gompi/gompi/internal/testutil"
+	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -45,7 +46,7 @@ func TestCounters(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
-				if err := p2pcheck.LLPCounters(r.CommWorld(), 64, c.hits); err != nil {
+				if err := p2pcheck.LLPCounters(r.CommWorld(), c.hits); err != nil {
 					return err
 				}
 				if s := r.PMLStats(); c.hits && s.LLPHits == 0 {
@@ -70,7 +71,7 @@ func TestStreamInterleaved(t *testing.T) {
 	for _, btls := range []string{"self,shm", "self,shm,tcp"} {
 		t.Run(btls, func(t *testing.T) {
 			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
-				res, err := p2pcheck.LLPStream(r.CommWorld(), n, 256, 50*time.Millisecond)
+				res, err := p2pcheck.LLPStream(r.CommWorld(), n, 50*time.Millisecond)
 				if err != nil {
 					return err
 				}
@@ -229,12 +230,20 @@ func TestOmpiInfo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ompi_info")
 	}
-	out, err := exec.Command("go", "run", "../../../cmd/ompi_info", "--param", "llp", "tofu", "--level", "9").CombinedOutput()
+	// Without the caller's OMPI_MCA_ settings: the values shown are the
+	// defaults.
+	cmd := exec.Command("go", "run", "../../../cmd/ompi_info", "--param", "llp", "tofu", "--level", "9")
+	cmd.Env = testutil.CleanEnv()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{`"llp_tofu_slots" (current value: "16"`, `"llp_tofu_slot_size" (current value: "576"`} {
-		if !strings.Contains(string(out), want) {
+	for _, name := range []string{"llp_tofu_slots", "llp_tofu_slot_size"} {
+		p, ok := mca.Default().Params().Lookup(name)
+		if !ok {
+			t.Fatalf("%s is not registered", name)
+		}
+		if want := fmt.Sprintf("%q (current value: %q", name, p.Def().Default); !strings.Contains(string(out), want) {
 			t.Errorf("ompi_info does not show %s:\n%s", want, out)
 		}
 	}

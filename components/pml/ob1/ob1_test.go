@@ -1,7 +1,6 @@
 package ob1_test
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -21,31 +20,23 @@ func withLLP(refuseEvery int, more ...mpitest.Option) []mpitest.Option {
 	}, more...)
 }
 
-// One stream from rank 0 to rank 1 mixes every kind of send: blocking
-// small ones (the LLP takes them, or refuses every third and they take the
-// BTL), blocking large ones, non-blocking, synchronous and buffered ones.
+// One stream from rank 0 to rank 1 mixes every kind of send
+// (p2pcheck.LLPStream): blocking small ones (the LLP takes them, or refuses
+// every third and they take the BTL), blocking large ones, non-blocking,
+// synchronous and buffered ones, on both sides of the LLP and eager limits.
 // The LLP delivers late and in reverse order; the receiver must still see
 // the stream in the order sent. The counters must add up.
 func TestLLPInterleavedWithTheNormalPath(t *testing.T) {
 	for _, btls := range []string{"self,shm", "self,tloop"} {
 		t.Run(btls, func(t *testing.T) {
-			const n, tag = 3000, 7
-			// 256: the limit the stream counts its candidates by.
-			opts := withLLP(3, mpitest.WithMCA("btl", btls), mpitest.WithMCA("btl_tloop_enable", "1"),
-				mpitest.WithMCA("pml_ob1_llp_max_payload_size", "256"))
+			const n = 3000
+			opts := withLLP(3, mpitest.WithMCA("btl", btls), mpitest.WithMCA("btl_tloop_enable", "1"))
 			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
-				c := r.CommWorld()
-				if c.Rank() == 1 {
-					buf := make([]byte, 1<<16)
-					for i := 0; i < n; i++ {
-						st, err := c.Recv(buf, 0, tag)
-						if err != nil {
-							return err
-						}
-						if got := binary.LittleEndian.Uint32(buf); st.Count < 4 || int(got) != i || st.Count != size(i) {
-							return fmt.Errorf("message %d: got message %d of %d bytes (want %d)", i, got, st.Count, size(i))
-						}
-					}
+				res, err := p2pcheck.LLPStream(r.CommWorld(), n, 0)
+				if err != nil {
+					return err
+				}
+				if r.Rank() == 1 {
 					// The LLP delivers late and backwards: messages did
 					// arrive out of order, and were put back in order.
 					if s := r.PMLStats(); s.OutOfOrder == 0 {
@@ -53,46 +44,13 @@ func TestLLPInterleavedWithTheNormalPath(t *testing.T) {
 					}
 					return nil
 				}
-				if err := r.BufferAttach(make([]byte, 1<<20)); err != nil {
-					return err
-				}
-				llpCandidates := 0
-				var reqs []*mpi.Request
-				for i := 0; i < n; i++ {
-					b := make([]byte, size(i))
-					binary.LittleEndian.PutUint32(b, uint32(i))
-					var err error
-					switch kind := i % 7; {
-					case kind == 3:
-						var rq *mpi.Request
-						rq, err = c.Isend(b, 1, tag)
-						reqs = append(reqs, rq)
-					case kind == 5 && i%2 == 0:
-						err = c.Ssend(b, 1, tag)
-					case kind == 6:
-						err = c.Bsend(b, 1, tag)
-						llpCandidates += boolInt(len(b) < 256)
-					default:
-						err = c.Send(b, 1, tag)
-						llpCandidates += boolInt(len(b) < 256)
-					}
-					if err != nil {
-						return fmt.Errorf("message %d: %w", i, err)
-					}
-				}
-				if err := mpi.Waitall(reqs, nil); err != nil {
-					return err
-				}
-				if _, err := r.BufferDetach(); err != nil {
-					return err
-				}
-				s := r.PMLStats()
-				t.Logf("rank 0: %d LLP candidates, %+v", llpCandidates, s)
-				if s.LLPHits == 0 || s.LLPFallbacks == 0 {
-					return fmt.Errorf("LLP hits %d, fall-backs %d: want both", s.LLPHits, s.LLPFallbacks)
-				}
-				if int(s.LLPHits+s.LLPFallbacks) != llpCandidates || int(s.LLPFallbacks) != llpCandidates/3 {
-					return fmt.Errorf("LLP hits %d + fall-backs %d, want %d candidates with every third refused", s.LLPHits, s.LLPFallbacks, llpCandidates)
+				t.Logf("rank 0: %d LLP candidates, %+v", res.Candidates, res.After)
+				// The sender waits for nothing but its own sends, so none
+				// finds another queued: every candidate is offered, and
+				// the test LLP refuses every third.
+				hits, falls := res.Hits(), res.Fallbacks()
+				if hits == 0 || int(hits+falls) != res.Candidates || int(falls) != res.Candidates/3 {
+					return fmt.Errorf("LLP hits %d + fall-backs %d, want %d candidates with every third refused", hits, falls, res.Candidates)
 				}
 				return nil
 			}, opts...)
@@ -100,88 +58,13 @@ func TestLLPInterleavedWithTheNormalPath(t *testing.T) {
 	}
 }
 
-// size gives message i of the interleaved stream a size: mostly below the
-// LLP limit (256), some at it and above it, some above the eager limit.
-func size(i int) int {
-	switch {
-	case i%50 == 49:
-		return 20000
-	case i%11 == 10:
-		return 256
-	case i%13 == 12:
-		return 255
-	}
-	return 4 + i%200
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// The counters: hits for small blocking sends between ranks; nothing for
-// non-blocking sends, synchronous sends, sends to oneself and messages at
-// or above pml_ob1_llp_max_payload_size.
+// The counters (p2pcheck.LLPCounters): hits for small blocking sends
+// between ranks; nothing for non-blocking sends, synchronous sends, sends to
+// oneself and messages at or above pml_ob1_llp_max_payload_size.
 func TestLLPCounters(t *testing.T) {
 	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
-		c := r.CommWorld()
-		me, peer := c.Rank(), 1-c.Rank()
-		type step struct {
-			name     string
-			send     func() error
-			received int // messages the peer receives
-			hits     bool
-		}
-		small, limit := make([]byte, 40), make([]byte, 64)
-		steps := []step{
-			{"blocking small", func() error { return c.Send(small, peer, 1) }, 1, true},
-			{"ready small", func() error { return c.Rsend(small, peer, 1) }, 1, true},
-			{"non-blocking small", func() error { return wait(c.Isend(small, peer, 1)) }, 1, false},
-			{"synchronous small", func() error { return c.Ssend(small, peer, 1) }, 1, false},
-			{"to oneself", func() error {
-				if err := c.Send(small, me, 2); err != nil {
-					return err
-				}
-				_, err := c.Recv(small, me, 2)
-				return err
-			}, 0, false},
-			{"at the limit", func() error { return c.Send(limit, peer, 1) }, 1, false},
-			{"above the limit", func() error { return c.Send(make([]byte, 65), peer, 1) }, 1, false},
-		}
-		buf := make([]byte, 100)
-		for _, s := range steps {
-			// Receives first: a synchronous send waits for them.
-			var reqs []*mpi.Request
-			for k := 0; k < s.received; k++ {
-				rq, err := c.Irecv(buf, peer, 1)
-				if err != nil {
-					return err
-				}
-				reqs = append(reqs, rq)
-			}
-			if err := p2pcheck.Barrier(c); err != nil {
-				return err
-			}
-			before := r.PMLStats()
-			if err := s.send(); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-			after := r.PMLStats()
-			if err := mpi.Waitall(reqs, nil); err != nil {
-				return fmt.Errorf("%s: %w", s.name, err)
-			}
-			if got := after.LLPHits - before.LLPHits; (got > 0) != s.hits || after.LLPFallbacks != before.LLPFallbacks {
-				return fmt.Errorf("%s: %d LLP hits and %d fall-backs, want hits %v and no fall-back",
-					s.name, got, after.LLPFallbacks-before.LLPFallbacks, s.hits)
-			}
-			if err := p2pcheck.Barrier(c); err != nil {
-				return err
-			}
-		}
-		return nil
-	}, withLLP(0, mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("pml_ob1_llp_max_payload_size", "64"))...)
+		return p2pcheck.LLPCounters(r.CommWorld(), true)
+	}, withLLP(0, mpitest.WithMCA("btl", "self,shm"))...)
 }
 
 func wait(r *mpi.Request, err error) error {

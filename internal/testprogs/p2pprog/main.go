@@ -6,10 +6,9 @@
 //	                                receiving DELAY late; both report their memory
 //	p2pprog pingpong N SIZE         ranks 0 and 1 exchange N messages of SIZE bytes and
 //	                                rank 0 prints the mean one-way time
-//	p2pprog llpstream N DELAY LIMIT rank 0 sends rank 1 a stream of N messages of every
-//	                                kind (p2pcheck.LLPStream), rank 1 receiving DELAY late;
-//	                                LIMIT is pml_ob1_llp_max_payload_size
-//	p2pprog llpcounters LIMIT HITS  the LLP counter check (p2pcheck.LLPCounters); HITS says
+//	p2pprog llpstream N DELAY       rank 0 sends rank 1 a stream of N messages of every
+//	                                kind (p2pcheck.LLPStream), rank 1 receiving DELAY late
+//	p2pprog llpcounters HITS        the LLP counter check (p2pcheck.LLPCounters); HITS says
 //	                                whether small blocking sends should hit the LLP
 //	p2pprog latesender DELAY        rank 0 sleeps DELAY, then sends to every rank, which
 //	                                waits for it (p2pcheck.LateSender); each prints "woken
@@ -92,16 +91,15 @@ func main() {
 			fail(err)
 		}
 	case "llpstream":
-		if len(os.Args) != 5 {
-			fail("llpstream N DELAY LIMIT")
+		if len(os.Args) != 4 {
+			fail("llpstream N DELAY")
 		}
 		n, err1 := strconv.Atoi(os.Args[2])
 		delay, err2 := time.ParseDuration(os.Args[3])
-		limit, err3 := strconv.Atoi(os.Args[4])
-		if err1 != nil || err2 != nil || err3 != nil {
-			fail("llpstream N DELAY LIMIT")
+		if err1 != nil || err2 != nil {
+			fail("llpstream N DELAY")
 		}
-		res, err := p2pcheck.LLPStream(c, n, limit, delay)
+		res, err := p2pcheck.LLPStream(c, n, delay)
 		if err != nil {
 			fail(err)
 		}
@@ -112,15 +110,14 @@ func main() {
 			fmt.Printf("llpstream rank 1: in order; %+v\n", inst.PMLStats())
 		}
 	case "llpcounters":
-		if len(os.Args) != 4 {
-			fail("llpcounters LIMIT HITS")
+		if len(os.Args) != 3 {
+			fail("llpcounters HITS")
 		}
-		limit, err1 := strconv.Atoi(os.Args[2])
-		hits, err2 := strconv.ParseBool(os.Args[3])
-		if err1 != nil || err2 != nil {
-			fail("llpcounters LIMIT HITS")
+		hits, err := strconv.ParseBool(os.Args[2])
+		if err != nil {
+			fail("llpcounters HITS")
 		}
-		if err := p2pcheck.LLPCounters(c, limit, hits); err != nil {
+		if err := p2pcheck.LLPCounters(c, hits); err != nil {
 			fail(err)
 		}
 		fmt.Printf("llpcounters ok rank %d: %+v\n", c.Rank(), inst.PMLStats())

@@ -100,7 +100,7 @@ func TestLLPStreamUnderMpirun(t *testing.T) {
 			// With tcp, shm stays selected (tofu needs it) but tcp carries
 			// the normal path.
 			out := mpirun(t, 60*time.Second, "--mca", "btl", btl, "--mca", "btl_shm_exclusivity", "10", "--mca", "llp_tofu_slots", "2",
-				"--mca", "pml_ob1_llp_max_payload_size", "256", "-np", "2", bin.prog, "llpstream", "3000", "100ms", "256")
+				"--mca", "pml_ob1_llp_max_payload_size", "256", "-np", "2", bin.prog, "llpstream", "3000", "100ms")
 			m := regexp.MustCompile(`llpstream rank 0: candidates=(\d+) hits=(\d+) fallbacks=(\d+)`).FindStringSubmatch(out)
 			if m == nil || !strings.Contains(out, "llpstream rank 1: in order") {
 				t.Fatalf("no report from both ranks:\n%s", out)
@@ -122,7 +122,7 @@ func TestLLPCountersUnderMpirun(t *testing.T) {
 	}{{"", "true"}, {"^tofu", "false"}} {
 		t.Run("llp="+c.llp, func(t *testing.T) {
 			out := mpirun(t, 60*time.Second, "--mca", "llp", c.llp, "--mca", "pml_ob1_llp_max_payload_size", "64", "-np", "2",
-				bin.prog, "llpcounters", "64", c.hits)
+				bin.prog, "llpcounters", c.hits)
 			if got := strings.Count(out, "llpcounters ok rank"); got != 2 {
 				t.Fatalf("%d ranks passed, want 2:\n%s", got, out)
 			}
