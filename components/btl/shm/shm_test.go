@@ -14,7 +14,9 @@ import (
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
+	"github.com/gompi/gompi/internal/p2pcheck"
 	"github.com/gompi/gompi/internal/testutil"
+	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -465,16 +467,63 @@ func settings(kv ...string) []params.Setting {
 	return out
 }
 
-// TestLoweredMaxSendSize: lowering max_send_size alone lowers the eager
-// limit left at its default with it, rather than failing on a parameter
-// the user did not set.
-func TestLoweredMaxSendSize(t *testing.T) {
-	inst, err := mpi.InitWith(mpi.Options{Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
-		MCA: settings("btl_shm_max_send_size", "4k"), Exit: func(int) { runtime.Goexit() }})
-	if err != nil {
-		t.Fatalf("Init with btl_shm_max_send_size 4k: %v", err)
+// defaultSize is the default of a size parameter, from the registry.
+func defaultSize(t *testing.T, name string) int {
+	t.Helper()
+	p, ok := mca.Default().Params().Lookup(name)
+	if !ok {
+		t.Fatalf("%s is not registered", name)
 	}
-	inst.Finalize()
+	n, err := params.ParseSize(p.Def().Default)
+	if err != nil {
+		t.Fatalf("%s's default %q: %v", name, p.Def().Default, err)
+	}
+	return int(n)
+}
+
+// TestLoweredMaxSendSize: lowering max_send_size alone lowers the eager
+// limit left at its default with it (and the rendezvous eager limit with
+// that), rather than failing on a parameter the user did not set, and the
+// PML goes eager up to the lowered limit and no further. An eager limit the
+// user set is kept: below the fragment it stands, above it is an error.
+func TestLoweredMaxSendSize(t *testing.T) {
+	eager, rndv := defaultSize(t, "btl_shm_eager_limit"), defaultSize(t, "btl_shm_rndv_eager_limit")
+	lowered := eager - 64 // below the default eager limit, whatever it is
+	if lowered < 256 {
+		t.Fatalf("btl_shm_eager_limit's default %d leaves no max_send_size below it to test", eager)
+	}
+	for _, c := range []struct {
+		name                       string
+		set                        []string
+		wantEager, wantRndv, wantM int
+	}{
+		{"eager limit left at its default", []string{"btl_shm_max_send_size", fmt.Sprint(lowered)}, lowered, min(rndv, lowered), lowered},
+		{"eager limit set below", []string{"btl_shm_max_send_size", fmt.Sprint(lowered), "btl_shm_eager_limit", fmt.Sprint(lowered - 32)},
+			lowered - 32, min(rndv, lowered-32), lowered},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+				a := r.BML().Peer(1 - r.Rank()).Send[0].Attr
+				if a.Name != "shm" || a.MaxSendSize != c.wantM || a.EagerLimit != c.wantEager || a.RndvEagerLimit != c.wantRndv {
+					return fmt.Errorf("route %s: max_send_size %d, eager limit %d, rendezvous eager limit %d; want shm, %d, %d, %d",
+						a.Name, a.MaxSendSize, a.EagerLimit, a.RndvEagerLimit, c.wantM, c.wantEager, c.wantRndv)
+				}
+				return p2pcheck.Run(r.CommWorld(), p2pcheck.Options{}, "eagerlimit")
+			}, shmOnly(c.set...)...)
+		})
+	}
+	// Set by the user above the lowered fragment: not silently lowered.
+	inst, err := mpi.InitWith(mpi.Options{Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
+		MCA:  settings("btl_shm_max_send_size", fmt.Sprint(lowered), "btl_shm_eager_limit", fmt.Sprint(eager)),
+		Exit: func(int) { runtime.Goexit() }})
+	if err == nil {
+		inst.Finalize()
+		t.Fatalf("Init with btl_shm_eager_limit %d set above btl_shm_max_send_size %d succeeded", eager, lowered)
+	}
+	if want := fmt.Sprintf("btl_shm_eager_limit = %d: accepted: 256 to btl_shm_max_send_size (%d)", eager, lowered); !strings.Contains(err.Error(), want) ||
+		!errors.Is(err, mpierr.ErrUnsupportedParam) {
+		t.Errorf("error %q: want %q, of class %v", err, want, mpierr.ErrUnsupportedParam)
+	}
 }
 
 // TestBadParameters: a bad value fails Init with a message that names the
