@@ -1,9 +1,15 @@
 package collplugin_test
 
 import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gompi/gompi/mca"
@@ -31,7 +37,7 @@ func TestPluginWithGoroutineRanks(t *testing.T) {
 		}
 		for _, c := range []*mpi.Comm{w, d} {
 			if !strings.Contains(c.CollTable(), "barrier=once ") {
-				t.Errorf("rank %d: %s", c.Rank(), c.CollTable())
+				return fmt.Errorf("rank %d: the plugin's barrier is not in the table: %s", c.Rank(), c.CollTable())
 			}
 			for i := 0; i < 20; i++ {
 				if err := c.Barrier(); err != nil {
@@ -43,16 +49,85 @@ func TestPluginWithGoroutineRanks(t *testing.T) {
 				return err
 			}
 			if sum[0] != n*(n-1)/2 {
-				t.Errorf("rank %d: sum %d", c.Rank(), sum[0])
+				return fmt.Errorf("rank %d: sum %d, want %d", c.Rank(), sum[0], n*(n-1)/2)
 			}
+		}
+		// Every instance is up and has its plugin: the count below is
+		// the one Finalize must bring to zero.
+		if r.Rank() == 0 {
+			pids, err := pluginProcesses(exe)
+			if err != nil {
+				return err
+			}
+			if len(pids) != n {
+				return fmt.Errorf("%d plugin processes (%v) while %d instances run, want one each", len(pids), pids, n)
+			}
+		}
+		if err := w.Barrier(); err != nil {
+			return err
 		}
 		return d.Free()
 	}, mpitest.WithMCA(mca.ComponentPathName, dir))
 	if s := mca.Default().Skipped(); len(s) > 0 {
 		t.Errorf("skipped: %v", s)
 	}
-	out, _ := exec.Command("pgrep", "-f", exe).Output()
-	if len(strings.TrimSpace(string(out))) > 0 {
-		t.Errorf("plugin processes remain after Finalize: %s", out)
+	pids, err := pluginProcesses(exe)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if len(pids) > 0 {
+		t.Errorf("plugin processes remain after Finalize: %v", pids)
+	}
+}
+
+// pluginProcesses lists the live children of this process that run exe,
+// from /proc. It is an error when /proc cannot be read, so that a check
+// that could not look fails instead of finding nothing.
+func pluginProcesses(exe string) ([]int, error) {
+	gone := func(err error) bool { return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) }
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing the processes: %w", err)
+	}
+	me, self := os.Getpid(), false
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if gone(err) {
+			continue // exited meanwhile
+		} else if err != nil {
+			return nil, err
+		}
+		// The command name, in parentheses, may hold spaces and parentheses.
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		var f []string
+		if i >= 0 && i+2 <= len(s) {
+			f = strings.Fields(s[i+2:])
+		}
+		if len(f) < 2 {
+			return nil, fmt.Errorf("/proc/%d/stat: unexpected %q", pid, s)
+		}
+		self = self || pid == me
+		if ppid, _ := strconv.Atoi(f[1]); ppid != me || f[0] == "Z" {
+			continue // not our child, or dead and waiting to be reaped
+		}
+		cmd, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if gone(err) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		if strings.HasPrefix(string(cmd), exe+"\x00") {
+			out = append(out, pid)
+		}
+	}
+	if !self {
+		return nil, fmt.Errorf("/proc does not list this process (%d): cannot look for its children", me)
+	}
+	return out, nil
 }
