@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/components/btl/tcp"
+	"github.com/gompi/gompi/components/pml/ob1"
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
 	"github.com/gompi/gompi/internal/testutil"
@@ -220,11 +221,13 @@ func TestSweepProcesses(t *testing.T) {
 
 // Large messages through the PML over tcp: their fragments' payloads are
 // read straight into the receive buffers (btl.Steer), several in flight
-// at once in both directions, odd sizes included; a receive too small for
-// its message gets what fits and ErrTruncate, the rest of its buffer
-// untouched.
+// at once in both directions, odd sizes included, every FRAG of them; a
+// receive too small for its message gets what fits and ErrTruncate, the
+// rest of its buffer untouched (it asks only for what fits, which is
+// placed too). The sizes come from the tcp route's limits: every FRAG is larger
+// than any frame the connection reads whole (an eager message), so none
+// can arrive entirely before its header is seen.
 func TestLargeMessagesPlaced(t *testing.T) {
-	sizes := []int{40 << 10, 100<<10 + 3, 1 << 20, 3<<20 + 5}
 	fill := func(b []byte, seed int) {
 		for i := range b {
 			b[i] = byte(i*7 + seed)
@@ -233,6 +236,22 @@ func TestLargeMessagesPlaced(t *testing.T) {
 	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
 		me, peer := w.Rank(), 1-w.Rank()
+		m, err := tcpRoute(r, peer)
+		if err != nil {
+			return err
+		}
+		a := r.BML().Peer(peer).Send[0].Attr
+		chunk, frag := a.RndvEagerLimit-ob1.RndvHeaderLen, a.MaxSendSize-ob1.FragHeaderLen
+		if frag/2 <= a.EagerLimit {
+			return fmt.Errorf("tcp's max send size %d leaves no FRAG above its eager limit %d to place", a.MaxSendSize, a.EagerLimit)
+		}
+		// One FRAG (odd), one FRAG (full), three FRAGs (the last odd).
+		sizes := []int{chunk + frag/2 + 3, chunk + frag, chunk + 2*frag + frag/2 + 5}
+		frags := 0
+		for _, n := range sizes {
+			frags += (n - chunk + frag - 1) / frag
+		}
+		before := tcp.Placed(m)
 		var reqs []*mpi.Request
 		recvs := make([][]byte, len(sizes))
 		for i, n := range sizes {
@@ -262,34 +281,33 @@ func TestLargeMessagesPlaced(t *testing.T) {
 				return fmt.Errorf("rank %d: message %d of %d bytes arrived wrong", me, i, n)
 			}
 		}
-		// Truncation: 1 MiB into 600 KiB plus a guard.
+		// Truncation: a message of one FRAG into a buffer that ends half
+		// way through it, plus a guard.
+		long, keep := chunk+frag, chunk+frag/2
 		if me == 0 {
-			b := make([]byte, 1<<20)
+			b := make([]byte, long)
 			fill(b, 5)
 			if err := w.Send(b, 1, 99); err != nil {
 				return err
 			}
 		} else {
-			buf := make([]byte, 600<<10+16)
-			for i := range buf[600<<10:] {
-				buf[600<<10+i] = 0xee
+			buf := make([]byte, keep+16)
+			for i := range buf[keep:] {
+				buf[keep+i] = 0xee
 			}
-			_, err := w.Recv(buf[:600<<10], 0, 99)
+			frags += (keep - chunk + frag - 1) / frag
+			_, err := w.Recv(buf[:keep], 0, 99)
 			if !errors.Is(err, mpi.ErrTruncate) {
-				return fmt.Errorf("1 MiB into 600 KiB: %v, want ErrTruncate", err)
+				return fmt.Errorf("%d bytes into %d: %v, want ErrTruncate", long, keep, err)
 			}
-			want := make([]byte, 1<<20)
+			want := make([]byte, long)
 			fill(want, 5)
-			if !bytes.Equal(buf[:600<<10], want[:600<<10]) || !bytes.Equal(buf[600<<10:], bytes.Repeat([]byte{0xee}, 16)) {
+			if !bytes.Equal(buf[:keep], want[:keep]) || !bytes.Equal(buf[keep:], bytes.Repeat([]byte{0xee}, 16)) {
 				return fmt.Errorf("truncated receive: wrong bytes, or the guard after the buffer was written")
 			}
 		}
-		m, err := tcpRoute(r, peer)
-		if err != nil {
-			return err
-		}
-		if got := tcp.Placed(m); got == 0 {
-			return fmt.Errorf("rank %d: no payload was read straight into its receive buffer", me)
+		if got := tcp.Placed(m) - before; got != uint64(frags) {
+			return fmt.Errorf("%d payloads read straight into their receive buffers, want the %d FRAGs of messages of %v bytes", got, frags, sizes)
 		}
 		return w.Barrier()
 	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("llp", "^tofu"))
@@ -302,13 +320,17 @@ func TestLargeMessagesPlaced(t *testing.T) {
 // next frame arrives whole.
 func TestWithdrawnPlacementIsDropped(t *testing.T) {
 	const tag = btl.TagUser + 7
-	const hdrLen, size = 8, 1<<20 - 8 // a frame of the default max send size
+	const hdrLen = 8
 	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 		me, peer := r.Rank(), 1-r.Rank()
 		mod, err := tcpRoute(r, peer)
 		if err != nil {
 			return err
 		}
+		// A frame of the route's max send size: far more than the socket
+		// buffers below hold, so that the payload cannot be in place
+		// before the receiver withdraws it.
+		size := mod.Attributes().MaxSendSize - hdrLen
 		ep := r.BML().Peer(peer).Send[0].EP
 		dst := make([]byte, size)
 		var g btl.Guard
@@ -363,6 +385,9 @@ func TestWithdrawnPlacementIsDropped(t *testing.T) {
 		}
 		g.Withdraw()
 		snapshot := append([]byte(nil), dst...)
+		if bytes.IndexByte(snapshot, 0) < 0 {
+			return errors.New("the whole payload was in place before the withdrawal: nothing was left to drop")
+		}
 		for tail == nil {
 			if time.Now().After(deadline) {
 				return errors.New("the frame after the withdrawn payload never arrived")
@@ -380,9 +405,6 @@ func TestWithdrawnPlacementIsDropped(t *testing.T) {
 			return errors.New("the module wrote into the buffer after it was withdrawn")
 		case string(tail) != "tail-hdrthe next frame":
 			return fmt.Errorf("the next frame arrived as %q", tail)
-		}
-		if bytes.IndexByte(snapshot, 0) < 0 {
-			t.Log("the whole payload was in place before the withdrawal: only the stream's step was checked")
 		}
 		return r.CommWorld().Barrier()
 	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("llp", "^tofu"), mpitest.WithMCA("btl_tcp_if_include", "lo"),

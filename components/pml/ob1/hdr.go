@@ -213,8 +213,11 @@ func decodeFin(frag []byte) (uint64, error) {
 // Header lengths that decide the protocol, for tests and tools: a standard
 // message goes eager when MatchHeaderLen + its length fits the route's eager
 // limit; a synchronous one sends its whole payload with the RNDV header when
-// RndvHeaderLen + its length fits.
+// RndvHeaderLen + its length fits. A rendezvous sends the route's rendezvous
+// eager limit less RndvHeaderLen with its RNDV, and the rest in FRAGs of the
+// route's max send size less FragHeaderLen.
 const (
 	MatchHeaderLen = matchLen
 	RndvHeaderLen  = rndvLen
+	FragHeaderLen  = fragLen
 )
