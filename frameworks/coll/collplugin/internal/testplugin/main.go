@@ -3,6 +3,7 @@
 // name gompi-coll-<name> under which a test installs a copy:
 //
 //	crashstart   panics before serving
+//	hangstart    never starts serving (no go-plugin handshake)
 //	wrongcookie  serves with another handshake cookie
 //	wrongapi     was built for coll API 99
 //	crashquery   panics while answering a communicator's query
@@ -19,6 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 
@@ -37,6 +39,9 @@ func main() {
 	switch name {
 	case "crashstart":
 		panic("testplugin: crashing at start on purpose")
+	case "hangstart":
+		time.Sleep(time.Hour) // the host gives up long before
+		return
 	case "wrongcookie":
 		goplugin.Serve(&goplugin.ServeConfig{
 			HandshakeConfig: goplugin.HandshakeConfig{ProtocolVersion: 1, MagicCookieKey: "SOME_OTHER_PROGRAM", MagicCookieValue: "x"},

@@ -1,0 +1,109 @@
+package collplugin_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/params"
+)
+
+// What the loader skips before running anything, and a plugin that hangs
+// at start-up, beside a good plugin: each is skipped with the reason
+// (reported by the Base that reports, and in the catalogue's list), the
+// good one is registered, and the hung one is given up on within the
+// mca_base_plugin_timeout the instance sets, its process gone. Files whose
+// names do not start with gompi- are not plugins and pass silently.
+func TestLoaderSkipsWhatItCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "gompi-coll-good")
+	if out, err := exec.Command("go", "build", "-o", good, "./internal/testplugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	prog, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := func(name string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, prog, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	hang := install("gompi-coll-hangstart")
+	reasons := map[string]string{
+		hang: "it did not start within 2s (mca_base_plugin_timeout)",
+		// Names not of the form gompi-<framework>-<component>.
+		install("gompi-coll-Upper"):    "its name is not gompi-<framework>-<component>",
+		install("gompi-coll-two-more"): "its name is not gompi-<framework>-<component>",
+		install("gompi-coll-"):         "its name is not gompi-<framework>-<component>",
+		install("gompi-coll"):          "its name is not gompi-<framework>-<component>",
+		// Not regular files: a directory, a named pipe (opening it to
+		// run would block) and a link to a directory.
+		filepath.Join(dir, "gompi-coll-adir"):  "not a regular file (d",
+		filepath.Join(dir, "gompi-coll-afifo"): "not a regular file (p",
+		filepath.Join(dir, "gompi-coll-alink"): "not a regular file (d",
+	}
+	if err := os.Mkdir(filepath.Join(dir, "gompi-coll-adir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "gompi-coll-afifo"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(t.TempDir(), filepath.Join(dir, "gompi-coll-alink")); err != nil {
+		t.Fatal(err)
+	}
+	install("README") // not a plugin's name: not looked at
+
+	const timeout = 2 * time.Second
+	cat := mca.NewCatalog()
+	cat.RegisterFramework(coll.Framework)
+	var out bytes.Buffer
+	start := time.Now()
+	_, err = mca.NewBase(mca.Options{Catalog: cat, Output: &out, Rank: 0, Reporter: true, Sources: params.Sources{
+		CommandLine: []params.Setting{{Name: mca.ComponentPathName, Value: dir}, {Name: mca.PluginTimeoutName, Value: "2"}},
+		Env:         []string{"OMPI_MCA_mca_base_param_files=none"}}})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatalf("NewBase: %v\n%s", err, &out)
+	}
+	// The plugins are described in parallel: the hung one holds the load
+	// for the timeout, and then not much longer.
+	if took < timeout || took > 3*timeout {
+		t.Errorf("loading took %v, want the %v timeout and not three times it", took, timeout)
+	}
+	skipped := map[string]string{}
+	for _, s := range cat.Skipped() {
+		skipped[s.Path] = s.Reason
+	}
+	for path, reason := range reasons {
+		if !strings.Contains(skipped[path], reason) {
+			t.Errorf("%s: skipped with %q, want %q", path, skipped[path], reason)
+		}
+		if line := "plugin " + path + " skipped: " + reason; !strings.Contains(out.String(), line) {
+			t.Errorf("the report lacks %q:\n%s", line, &out)
+		}
+	}
+	if len(skipped) != len(reasons) {
+		t.Errorf("skipped %d files, want %d: %v", len(skipped), len(reasons), cat.Skipped())
+	}
+	es := cat.Components("coll")
+	if len(es) != 1 || es[0].Info.Name != "good" || es[0].Path != good {
+		t.Errorf("coll components %v, want the good plugin alone", es)
+	}
+	pids, err := pluginProcesses(hang)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != 0 {
+		t.Errorf("the plugin that hung at start-up still runs: %v", pids)
+	}
+}
