@@ -12,8 +12,9 @@ import (
 // other), so that no wait ever spins and the time measured is the
 // software's own cost per message, whatever the placement of the cores and
 // the machine's load from other processes' spinning. Rank 1's goroutine
-// parks meanwhile.
-func softwareCost(b *testing.B, body func(b *testing.B, c0, c1 *mpi.Comm), mca ...string) {
+// parks meanwhile. body runs on rank 0's goroutine, so it returns its
+// error rather than failing the benchmark itself.
+func softwareCost(b *testing.B, body func(b *testing.B, c0, c1 *mpi.Comm) error, mca ...string) {
 	var opts []mpitest.Option
 	for i := 0; i+1 < len(mca); i += 2 {
 		opts = append(opts, mpitest.WithMCA(mca[i], mca[i+1]))
@@ -28,8 +29,7 @@ func softwareCost(b *testing.B, body func(b *testing.B, c0, c1 *mpi.Comm), mca .
 		}
 		defer close(done)
 		c1 := <-comms
-		body(b, r.CommWorld(), c1)
-		return nil
+		return body(b, r.CommWorld(), c1)
 	}, opts...)
 }
 
@@ -39,18 +39,19 @@ var costTransports = []struct{ name, llp string }{{"llp", ""}, {"nollp", "^tofu"
 func BenchmarkCostSendRecv(b *testing.B) {
 	for _, tr := range costTransports {
 		b.Run(tr.name, func(b *testing.B) {
-			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) error {
 				sbuf, rbuf := make([]byte, 8), make([]byte, 8)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					if err := c0.Send(sbuf, 1, 1); err != nil {
-						b.Fatal(err)
+						return err
 					}
 					if _, err := c1.Recv(rbuf, 0, 1); err != nil {
-						b.Fatal(err)
+						return err
 					}
 				}
+				return nil
 			}, "btl", "self,shm", "llp", tr.llp)
 		})
 	}
@@ -61,26 +62,27 @@ func BenchmarkCostSendRecv(b *testing.B) {
 func BenchmarkCostIsendIrecv(b *testing.B) {
 	for _, tr := range costTransports {
 		b.Run(tr.name, func(b *testing.B) {
-			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) error {
 				sbuf, rbuf := make([]byte, 8), make([]byte, 8)
 				b.ReportAllocs()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					rr, err := c1.Irecv(rbuf, 0, 1)
 					if err != nil {
-						b.Fatal(err)
+						return err
 					}
 					sr, err := c0.Isend(sbuf, 1, 1)
 					if err != nil {
-						b.Fatal(err)
+						return err
 					}
 					if _, err := sr.Wait(); err != nil {
-						b.Fatal(err)
+						return err
 					}
 					if _, err := rr.Wait(); err != nil {
-						b.Fatal(err)
+						return err
 					}
 				}
+				return nil
 			}, "btl", "self,shm", "llp", tr.llp)
 		})
 	}
@@ -93,7 +95,7 @@ func BenchmarkCostWindow(b *testing.B) {
 	const win = 64
 	for _, tr := range costTransports {
 		b.Run(tr.name, func(b *testing.B) {
-			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+			softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) error {
 				sbuf, rbuf, ack := make([]byte, 8), make([]byte, 8), make([]byte, 4)
 				rreqs := make([]*mpi.Request, win)
 				sreqs := make([]*mpi.Request, win)
@@ -103,49 +105,52 @@ func BenchmarkCostWindow(b *testing.B) {
 					var err error
 					for j := range rreqs {
 						if rreqs[j], err = c1.Irecv(rbuf, 0, 2); err != nil {
-							b.Fatal(err)
+							return err
 						}
 					}
 					for j := range sreqs {
 						if sreqs[j], err = c0.Isend(sbuf, 1, 2); err != nil {
-							b.Fatal(err)
+							return err
 						}
 					}
 					if err := mpi.Waitall(sreqs, nil); err != nil {
-						b.Fatal(err)
+						return err
 					}
 					if err := mpi.Waitall(rreqs, nil); err != nil {
-						b.Fatal(err)
+						return err
 					}
 					if err := c1.Send(ack, 0, 3); err != nil {
-						b.Fatal(err)
+						return err
 					}
 					if _, err := c0.Recv(ack, 1, 3); err != nil {
-						b.Fatal(err)
+						return err
 					}
 				}
+				return nil
 			}, "btl", "self,shm", "llp", tr.llp)
 		})
 	}
 }
 
-// BenchmarkCostSizes is BenchmarkCostSendRecv across the LLP's payload
-// limit: what the LLP saves, or costs, per size.
+// BenchmarkCostSizes is BenchmarkCostSendRecv per size, with and without
+// the LLP (its limit and slots raised so that every size may take it): what
+// the LLP saves, or costs, per size.
 func BenchmarkCostSizes(b *testing.B) {
 	for _, size := range []int{0, 1, 8, 64, 128, 256, 512} {
 		for _, tr := range costTransports {
 			b.Run(tr.name+"/"+itoa(size), func(b *testing.B) {
-				softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) {
+				softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) error {
 					sbuf, rbuf := make([]byte, size), make([]byte, size)
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
 						if err := c0.Send(sbuf, 1, 1); err != nil {
-							b.Fatal(err)
+							return err
 						}
 						if _, err := c1.Recv(rbuf, 0, 1); err != nil {
-							b.Fatal(err)
+							return err
 						}
 					}
+					return nil
 				}, "btl", "self,shm", "llp", tr.llp, "pml_ob1_llp_max_payload_size", "4k", "llp_tofu_slot_size", "1024")
 			})
 		}

@@ -87,6 +87,7 @@ func twoCores(t *testing.T) []int {
 func startOn(t *testing.T, cmd *exec.Cmd, cpus []int) *testutil.Proc {
 	t.Helper()
 	var p *testutil.Proc
+	var err error
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -97,15 +98,15 @@ func startOn(t *testing.T, cmd *exec.Cmd, cpus []int) *testutil.Proc {
 		for _, c := range cpus {
 			set.Set(c)
 		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			t.Errorf("binding to %v: %v", cpus, err)
+		if err = unix.SchedSetaffinity(0, &set); err != nil {
+			err = fmt.Errorf("binding to %v: %w", cpus, err)
 			return
 		}
-		p = testutil.Start(t, cmd)
+		p, err = testutil.TryStart(t, cmd)
 	}()
 	<-done
-	if p == nil {
-		t.FailNow()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return p
 }

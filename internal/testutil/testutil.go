@@ -122,13 +122,23 @@ type Proc struct {
 }
 
 // Start starts cmd with its output collected, and kills it when the test
-// ends.
+// ends. It fails the test if cmd cannot start: call it on the test's
+// goroutine (TryStart elsewhere).
 func Start(t testing.TB, cmd *exec.Cmd) *Proc {
 	t.Helper()
+	p, err := TryStart(t, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TryStart is Start for any goroutine: it returns the error.
+func TryStart(t testing.TB, cmd *exec.Cmd) (*Proc, error) {
 	p := &Proc{Cmd: cmd, Stdout: &LockedBuffer{}, Stderr: &LockedBuffer{}, Done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.Stdout, p.Stderr
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	go func() {
 		p.Err = cmd.Wait()
@@ -144,7 +154,7 @@ func Start(t testing.TB, cmd *exec.Cmd) *Proc {
 		cmd.Process.Kill()
 		<-p.Done
 	})
-	return p
+	return p, nil
 }
 
 // Wait waits for the process to end, killing it and failing the test after
@@ -221,12 +231,19 @@ func Processes(t testing.TB) []Process {
 }
 
 // ShmFiles lists a job's files in /dev/shm that match pattern after the
-// job's prefix (shmem.Path): "*" for all of them.
+// job's prefix (shmem.Path): "*" for all of them. It fails the test on a
+// bad pattern: call it on the test's goroutine (FindShmFiles elsewhere).
 func ShmFiles(t testing.TB, job, pattern string) []string {
 	t.Helper()
-	files, err := filepath.Glob(shmem.Path(job, pattern))
+	files, err := FindShmFiles(job, pattern)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// FindShmFiles is ShmFiles for any goroutine (a rank's): it returns the
+// error.
+func FindShmFiles(job, pattern string) ([]string, error) {
+	return filepath.Glob(shmem.Path(job, pattern))
 }

@@ -142,14 +142,17 @@ func TestFiles(t *testing.T) {
 		}
 		if r.Rank() == 0 {
 			job = r.JobID()
-			if files := jobFiles(t, job); len(files) != 0 {
-				return fmt.Errorf("files left after Init: %v", files)
+			if files, err := testutil.FindShmFiles(job, "*"); err != nil || len(files) != 0 {
+				return fmt.Errorf("files left after Init: %v (%v)", files, err)
 			}
 			p := r.BML().Peer(1).Send[0]
 			if err := p.Module.Send(p.EP, btl.TagUser, []byte("hdr"), []byte("payload")); err != nil {
 				return err
 			}
-			files := jobFiles(t, job)
+			files, err := testutil.FindShmFiles(job, "*")
+			if err != nil {
+				return err
+			}
 			if len(files) != 1 {
 				return fmt.Errorf("after the first send: files %v, want one box", files)
 			}
@@ -174,17 +177,17 @@ func TestFiles(t *testing.T) {
 					runtime.Gosched()
 				}
 			}
-			if files := jobFiles(t, job); len(files) != 0 {
-				return fmt.Errorf("files left once the box was mapped: %v", files)
+			if files, err := testutil.FindShmFiles(job, "*"); err != nil || len(files) != 0 {
+				return fmt.Errorf("files left once the box was mapped: %v (%v)", files, err)
 			}
 		}
-		return finalizeAndCheck(t, r, job)
+		return finalizeAndCheck(r, job)
 	}, shmOnly()...)
 }
 
 // finalizeAndCheck finalizes the rank and checks, on rank 0, that the job's
 // files are gone by then (before mpitest's own clean-up could hide a leak).
-func finalizeAndCheck(t testing.TB, r *mpitest.Rank, job string) error {
+func finalizeAndCheck(r *mpitest.Rank, job string) error {
 	if err := r.Finalize(); err != nil {
 		return err
 	}
@@ -194,7 +197,10 @@ func finalizeAndCheck(t testing.TB, r *mpitest.Rank, job string) error {
 	// The peers finalize at the same time: give them a moment.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		files := jobFiles(t, job)
+		files, err := testutil.FindShmFiles(job, "*")
+		if err != nil {
+			return err
+		}
 		if len(files) == 0 {
 			return nil
 		}
@@ -327,7 +333,7 @@ func TestSendToFinalizedPeer(t *testing.T) {
 		}
 		// Rank 0's box to rank 1 was never mapped: rank 0's Finalize
 		// removes it.
-		return finalizeAndCheck(t, r, r.JobID())
+		return finalizeAndCheck(r, r.JobID())
 	}, shmOnly("btl_shm_liveness_polls", "100")...)
 }
 

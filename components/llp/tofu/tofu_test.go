@@ -131,8 +131,8 @@ func TestFiles(t *testing.T) {
 				}
 				if r.Rank() == 0 {
 					job = r.JobID()
-					if files := tofuFiles(t, job); len(files) != 0 {
-						return fmt.Errorf("files left after Init: %v", files)
+					if files, err := testutil.FindShmFiles(job, "tofu-*"); err != nil || len(files) != 0 {
+						return fmt.Errorf("files left after Init: %v (%v)", files, err)
 					}
 					before := r.PMLStats()
 					if err := c.Send([]byte("hello"), 1, 1); err != nil {
@@ -141,7 +141,10 @@ func TestFiles(t *testing.T) {
 					if s := r.PMLStats(); s.LLPHits != before.LLPHits+1 {
 						return fmt.Errorf("the first send did not take the LLP: %+v", s)
 					}
-					files := tofuFiles(t, job)
+					files, err := testutil.FindShmFiles(job, "tofu-*")
+					if err != nil {
+						return err
+					}
 					if len(files) != 1 || !strings.HasSuffix(files[0], "-tofu-0-1") {
 						return fmt.Errorf("after the first send: files %v, want the box from 0 to 1", files)
 					}
@@ -161,15 +164,15 @@ func TestFiles(t *testing.T) {
 					if st, err := c.Recv(buf, 0, 1); err != nil || string(buf[:st.Count]) != "hello" {
 						return fmt.Errorf("received %q, %v", buf[:st.Count], err)
 					}
-					if files := tofuFiles(t, job); len(files) != 0 {
-						return fmt.Errorf("files left once the box was mapped: %v", files)
+					if files, err := testutil.FindShmFiles(job, "tofu-*"); err != nil || len(files) != 0 {
+						return fmt.Errorf("files left once the box was mapped: %v (%v)", files, err)
 					}
 				}
 				err := r.Finalize()
 				finalized.Done()
 				finalized.Wait()
-				if files := tofuFiles(t, job); len(files) != 0 {
-					return fmt.Errorf("files left after Finalize: %v", files)
+				if files, err := testutil.FindShmFiles(job, "tofu-*"); err != nil || len(files) != 0 {
+					return fmt.Errorf("files left after Finalize: %v (%v)", files, err)
 				}
 				return err
 			})

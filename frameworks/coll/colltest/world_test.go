@@ -26,8 +26,9 @@ func TestWorldCountsRoundsAndMessages(t *testing.T) {
 			t.Errorf("barrier, %d ranks: %d rounds, at most %d messages; want %d and %d", n, r, m, wantRounds, n-1)
 		}
 		w.Reset()
+		sum := mustReducer(t) // here: Run's ranks are goroutines, where t.Fatal may not be called
 		err := w.Run(func(c coll.Comm) error {
-			a := &coll.Args{Send: make([]byte, 8), Recv: make([]byte, 8), Reducer: mustReducer(t)}
+			a := &coll.Args{Send: make([]byte, 8), Recv: make([]byte, 8), Reducer: sum}
 			return basic.Scan(c, a)
 		})
 		if err != nil {
