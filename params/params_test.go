@@ -320,8 +320,12 @@ func TestParamFilesList(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := filepath.Join(home, ".gompi", "mca-params.toml")
-	os.WriteFile(user, []byte("btl_tcp_links = 11\n"), 0o600)
-	os.WriteFile(filepath.Join(sys, "mca-params.toml"), []byte("btl_tcp_links = 12\nbtl_tcp_port = 13\n"), 0o600)
+	if err := os.WriteFile(user, []byte("btl_tcp_links = 11\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(sys, "mca-params.toml"), []byte("btl_tcp_links = 12\nbtl_tcp_port = 13\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	// The defaults: the user file beats the system file.
 	vs := resolve(t, r, Sources{Env: []string{"HOME=" + home, "GOMPI_SYSCONFDIR=" + sys}})
@@ -560,6 +564,9 @@ func TestGroupSuggestion(t *testing.T) {
 		"btl_nosuch_thing":         "btl all: ",
 		"btl_shm_ring_sise":        "",
 		"zzz_nothing":              "",
+	}
+	if got := vs.Unknown(); len(got) != len(want) {
+		t.Fatalf("%d unknown names %v, want %d", len(got), got, len(want))
 	}
 	for _, u := range vs.Unknown() {
 		got := ""
