@@ -243,10 +243,16 @@ func TestModexTwoFences(t *testing.T) {
 	mpitest.Run(t, 6, func(r *mpitest.Rank) error {
 		m := r.Runtime().Modex()
 		me := r.Rank()
-		m.PutProc("kept", []byte(fmt.Sprintf("kept-%d", me)))
-		m.PutProc("changed", []byte(fmt.Sprintf("v1-%d", me)))
+		if err := m.PutProc("kept", []byte(fmt.Sprintf("kept-%d", me))); err != nil {
+			return err
+		}
+		if err := m.PutProc("changed", []byte(fmt.Sprintf("v1-%d", me))); err != nil {
+			return err
+		}
 		if me == 0 {
-			m.PutNode("node", []byte("n1"))
+			if err := m.PutNode("node", []byte("n1")); err != nil {
+				return err
+			}
 		}
 		if err := m.Fence(t.Context()); err != nil {
 			return err
@@ -260,10 +266,16 @@ func TestModexTwoFences(t *testing.T) {
 				}
 			}
 		}
-		m.PutProc("changed", []byte(fmt.Sprintf("v2-%d", me)))
-		m.PutProc("new", []byte(fmt.Sprintf("new-%d", me)))
+		if err := m.PutProc("changed", []byte(fmt.Sprintf("v2-%d", me))); err != nil {
+			return err
+		}
+		if err := m.PutProc("new", []byte(fmt.Sprintf("new-%d", me))); err != nil {
+			return err
+		}
 		if me == 0 {
-			m.PutNode("node", []byte("n2"))
+			if err := m.PutNode("node", []byte("n2")); err != nil {
+				return err
+			}
 		}
 		if err := m.Fence(t.Context()); err != nil {
 			return err
@@ -531,11 +543,15 @@ func TestModexMultiNode(t *testing.T) {
 			return fmt.Errorf("node %q", j.Node)
 		}
 		m := rt.Modex()
-		m.PutProc("card", []byte(fmt.Sprintf("card-%d", j.Rank)))
+		if err := m.PutProc("card", []byte(fmt.Sprintf("card-%d", j.Rank))); err != nil {
+			return err
+		}
 		// Node 0: its leader (rank 0) and rank 4 put; node 1: ranks 3 and
 		// 5, not the leader (rank 1).
 		if j.Rank == 0 || j.Rank == 4 || j.Rank == 3 || j.Rank == 5 {
-			m.PutNode("shm", []byte(fmt.Sprintf("seg-%d", j.Rank)))
+			if err := m.PutNode("shm", []byte(fmt.Sprintf("seg-%d", j.Rank))); err != nil {
+				return err
+			}
 		}
 		if err := m.Fence(context.Background()); err != nil {
 			return err
@@ -601,8 +617,12 @@ func TestModexNoMapping(t *testing.T) {
 			return fmt.Errorf("node %d, local %d of %d", j.NodeIndex, j.LocalRank, j.LocalSize)
 		}
 		m := rt.Modex()
-		m.PutProc("card", []byte(fmt.Sprintf("card-%d", j.Rank)))
-		m.PutNode("node", []byte(fmt.Sprintf("node-%d", j.Rank)))
+		if err := m.PutProc("card", []byte(fmt.Sprintf("card-%d", j.Rank))); err != nil {
+			return err
+		}
+		if err := m.PutNode("node", []byte(fmt.Sprintf("node-%d", j.Rank))); err != nil {
+			return err
+		}
 		if err := m.Fence(context.Background()); err != nil {
 			return err
 		}
@@ -647,7 +667,9 @@ func TestModexHydraValueLimit(t *testing.T) {
 	runRanks(t, size, ranksOpts{preput: oneNode, maxValue: 1024, hydraStore: true}, func(rt *rte.Runtime) error {
 		m := rt.Modex()
 		me := rt.Job().Rank
-		m.PutProc("ucx", bytes.Repeat([]byte{byte('a' + me)}, 700))
+		if err := m.PutProc("ucx", bytes.Repeat([]byte{byte('a' + me)}, 700)); err != nil {
+			return err
+		}
 		if err := m.Fence(context.Background()); err != nil {
 			return err
 		}
@@ -685,7 +707,9 @@ func TestModexSmallValueLimit(t *testing.T) {
 	want := func(p int) []byte { return bytes.Repeat([]byte{byte('a' + p), ' '}, 500) }
 	runRanks(t, size, ranksOpts{preput: oneNode, maxValue: 100, events: ev}, func(rt *rte.Runtime) error {
 		m := rt.Modex()
-		m.PutProc("ucx", want(rt.Job().Rank))
+		if err := m.PutProc("ucx", want(rt.Job().Rank)); err != nil {
+			return err
+		}
 		if err := m.Fence(context.Background()); err != nil {
 			return err
 		}
@@ -987,7 +1011,9 @@ func TestModexSilentConnections(t *testing.T) {
 		rt := r.Runtime()
 		m := rt.Modex()
 		me := r.Rank()
-		m.PutProc("card", procValue("card", me))
+		if err := m.PutProc("card", procValue("card", me)); err != nil {
+			return err
+		}
 		if err := rt.Barrier(); err != nil {
 			return err
 		}

@@ -451,10 +451,15 @@ func TestStatsOfBlobs(t *testing.T) {
 	}
 	node1 := nodeBlob{procs: map[int]map[string][]byte{2: {"tcp": []byte("10.0.0.2:4000"), "ucx": bytes.Repeat([]byte{0}, 300)}}}
 	kv := map[string]string{CookieKey: "00", ProcessMappingKey: "(vector,(0,2,2))", "m1.0.0x": "junk", "m01.0.0": "junk"}
+	puts := 0
 	for node, nb := range []nodeBlob{node0, node1} {
 		for i, ch := range splitChunks(encodeBlob(nb), 64) {
 			kv[chunkKey(1, node, i)] = ch
+			puts++
 		}
+	}
+	if puts < 3 { // node 1's 300 escaped NULs need several chunks of 64
+		t.Fatalf("%d chunks: the case does not span chunks", puts)
 	}
 	st, err := StatsOfBlobs(kv)
 	if err != nil {
@@ -464,8 +469,8 @@ func TestStatsOfBlobs(t *testing.T) {
 	if st.Processes != 3 || st.Entries != 6 || st.ValueBytes != wantBytes || st.Keys != 3 {
 		t.Errorf("stats = %+v, want 3 processes, 6 entries, %d value bytes, 3 keys", st, wantBytes)
 	}
-	if st.Puts < 2+1 { // node 1's 300 escaped NULs need several chunks of 64
-		t.Errorf("Puts = %d", st.Puts)
+	if st.Puts != puts {
+		t.Errorf("Puts = %d, want the %d chunks", st.Puts, puts)
 	}
 	delete(kv, chunkKey(1, 1, 1))
 	if _, err := StatsOfBlobs(kv); err == nil {
