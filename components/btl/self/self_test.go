@@ -1,6 +1,7 @@
 package self_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,9 @@ import (
 	"github.com/gompi/gompi/mpitest"
 )
 
+// Every size to oneself, with the default limits and with small ones:
+// the route is self with the limits set, messages up to a fragment go
+// whole and the rest in pieces (or by Get), and every one arrives intact.
 func TestSweepToSelf(t *testing.T) {
 	max := 16 << 20
 	if testing.Short() {
@@ -24,12 +28,27 @@ func TestSweepToSelf(t *testing.T) {
 			if err := r.Runtime().Barrier(); err != nil {
 				return err
 			}
-			if got := r.BML().Peer(r.Rank()).Send[0].Attr.Name; got != "self" {
-				t.Errorf("rank %d reaches itself with %s", r.Rank(), got)
+			a := r.BML().Peer(r.Rank()).Send[0].Attr
+			if a.Name != "self" {
+				return fmt.Errorf("rank %d reaches itself with %s", r.Rank(), a.Name)
 			}
-			err := h.Sweep(r.Rank(), btltest.Sizes(max), time.Minute)
-			t.Logf("rank %d: %+v", r.Rank(), h.Stats)
-			return err
+			if flags != nil && (a.MaxSendSize != 4<<10 || a.EagerLimit != 1<<10) {
+				return fmt.Errorf("max send size %d, eager limit %d: want the 4k and 1k set", a.MaxSendSize, a.EagerLimit)
+			}
+			sizes := btltest.Sizes(max)
+			if err := h.Sweep(r.Rank(), sizes, time.Minute); err != nil {
+				return err
+			}
+			whole := 0
+			for _, s := range sizes {
+				if s <= a.MaxSendSize-btltest.HeaderLen {
+					whole++
+				}
+			}
+			if s := h.Stats; s.Whole != whole || s.Whole+s.Fragmented+s.RDMA != len(sizes) {
+				return fmt.Errorf("stats %+v: want %d whole of %d messages, the rest in pieces or by Get", s, whole, len(sizes))
+			}
+			return nil
 		}, append(opts, mpitest.WithMCA("btl", "self"))...)
 	}
 }

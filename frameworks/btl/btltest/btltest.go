@@ -34,6 +34,10 @@ func Sizes(max int) []int {
 // message and offset, so that a misplaced or stale fragment is caught.
 func Pattern(msg, i int) byte { return byte(i*7 + msg*13 + i>>8 + i>>16) }
 
+// HeaderLen is the harness's header on every fragment: a message of up to
+// the route's max send size less HeaderLen goes whole (Stats.Whole).
+const HeaderLen = hdrLen
+
 const hdrLen = 32
 
 // Fragment kinds.
