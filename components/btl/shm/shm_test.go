@@ -109,8 +109,18 @@ func TestRoutes(t *testing.T) {
 			return fmt.Errorf("no shm module")
 		}
 		a := m.Attributes()
-		if a.Exclusivity != 65536 || a.Flags != btl.FlagGet|btl.FlagPut || a.EagerLimit > a.MaxSendSize {
-			return fmt.Errorf("attributes %+v", a)
+		param := func(name string) int {
+			_, v, ok := r.Params().Lookup("btl_shm_" + name)
+			if !ok {
+				return -1
+			}
+			return int(v.Uint())
+		}
+		want := btl.Attributes{Name: "shm", Exclusivity: param("exclusivity"), Latency: param("latency"), Bandwidth: param("bandwidth"),
+			EagerLimit: param("eager_limit"), RndvEagerLimit: param("rndv_eager_limit"), MaxSendSize: param("max_send_size"),
+			Flags: btl.FlagGet | btl.FlagPut}
+		if a != want {
+			return fmt.Errorf("attributes %+v, want the parameters' %+v", a, want)
 		}
 		for p := 0; p < r.Size(); p++ {
 			want := "shm"
@@ -535,17 +545,25 @@ func TestLoweredMaxSendSize(t *testing.T) {
 // TestBadParameters: a bad value fails Init with a message that names the
 // parameter and what is accepted.
 func TestBadParameters(t *testing.T) {
+	// A ring one power of two too small for the default max_send_size, and
+	// an eager limit above it.
+	maxSend := defaultSize(t, "btl_shm_max_send_size")
+	ring := 4096
+	for ring*2 < 2*maxSend+32 {
+		ring *= 2
+	}
 	cases := []struct {
 		set  []string
 		want string
 	}{
 		{[]string{"btl_shm_ring_size", "100000"}, "btl_shm_ring_size = 100000: accepted: a power of two from 4096 to 1073741824"},
 		{[]string{"btl_shm_ring_size", "2g"}, "btl_shm_ring_size = 2147483648: accepted: a power of two"},
-		{[]string{"btl_shm_ring_size", "16k"}, "btl_shm_ring_size = 16384 is too small for btl_shm_max_send_size = 32768: accepted: a ring of at least twice max_send_size plus 32 (65568"},
+		{[]string{"btl_shm_ring_size", fmt.Sprint(ring)}, fmt.Sprintf("btl_shm_ring_size = %d is too small for btl_shm_max_send_size = %d: "+
+			"accepted: a ring of at least twice max_send_size plus 32 (%d", ring, maxSend, 2*maxSend+32)},
 		{[]string{"btl_shm_max_send_size", "32m", "btl_shm_ring_size", "128m"}, "btl_shm_max_send_size = 33554432: accepted: up to 16777214"},
 		{[]string{"btl_shm_liveness_polls", "0"}, "btl_shm_liveness_polls = 0: accepted: 1 to"},
 		{[]string{"btl_shm_single_copy_mechanism", "xpmem"}, "btl_shm_single_copy_mechanism"},
-		{[]string{"btl_shm_eager_limit", "64k"}, "btl_shm_eager_limit = 65536: accepted:"},
+		{[]string{"btl_shm_eager_limit", fmt.Sprint(2 * maxSend)}, fmt.Sprintf("btl_shm_eager_limit = %d: accepted: 256 to btl_shm_max_send_size (%d)", 2*maxSend, maxSend)},
 		{[]string{"btl_shm_eager_limit", "4k", "btl_shm_rndv_eager_limit", "8k"}, "btl_shm_rndv_eager_limit = 8192: accepted: 256 to btl_shm_eager_limit (4096)"},
 	}
 	for _, c := range cases {
@@ -585,7 +603,11 @@ func TestOmpiInfo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ompi_info")
 	}
-	out, err := exec.Command("go", "run", "../../../cmd/ompi_info", "--param", "btl", "shm", "--level", "9").CombinedOutput()
+	// Without the caller's OMPI_MCA_ settings: the values shown are the
+	// defaults.
+	cmd := exec.Command("go", "run", "../../../cmd/ompi_info", "--param", "btl", "shm", "--level", "9")
+	cmd.Env = testutil.CleanEnv()
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -595,8 +617,8 @@ func TestOmpiInfo(t *testing.T) {
 			t.Errorf("ompi_info does not show %s:\n%s", name, out)
 		}
 	}
-	if !strings.Contains(string(out), `"btl_shm_exclusivity" (current value: "65536"`) {
-		t.Errorf("exclusivity is not 65536:\n%s", out)
+	if want := fmt.Sprintf(`"btl_shm_exclusivity" (current value: "%d"`, defaultSize(t, "btl_shm_exclusivity")); !strings.Contains(string(out), want) {
+		t.Errorf("ompi_info lacks %s:\n%s", want, out)
 	}
 }
 
