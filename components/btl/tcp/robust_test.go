@@ -19,6 +19,7 @@ import (
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
 	"github.com/gompi/gompi/internal/strangers"
+	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
@@ -51,6 +52,14 @@ func initErr(t *testing.T, kv ...string) error {
 }
 
 func TestParameterErrors(t *testing.T) {
+	p, ok := mca.Default().Params().Lookup("btl_tcp_max_send_size")
+	if !ok {
+		t.Fatal("btl_tcp_max_send_size is not registered")
+	}
+	maxSend, err := params.ParseSize(p.Def().Default)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var names []string
 	ifs, _ := net.Interfaces()
 	for _, i := range ifs {
@@ -77,8 +86,8 @@ func TestParameterErrors(t *testing.T) {
 			[]string{"btl_tcp_disable_family", "ipv5", "ipv4", "ipv6"}},
 		{"huge socket buffer", []string{"btl_tcp_sndbuf", "4g"},
 			[]string{"btl_tcp_sndbuf", "accepted"}},
-		{"eager above max send", []string{"btl_tcp_eager_limit", "2m"},
-			[]string{"btl_tcp_eager_limit", "btl_tcp_max_send_size"}},
+		{"eager above max send", []string{"btl_tcp_eager_limit", fmt.Sprint(2 * maxSend)},
+			[]string{fmt.Sprintf("btl_tcp_eager_limit = %d", 2*maxSend), fmt.Sprintf("btl_tcp_max_send_size (%d)", maxSend)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := initErr(t, tc.kv...)
@@ -489,8 +498,7 @@ func TestSendiAndFlowControl(t *testing.T) {
 			// Before any connection exists Sendi refuses (it would have to
 			// queue) and starts connecting.
 			if route.Module.Sendi(route.EP, btl.TagUser, small, nil) {
-				sent++
-				sentBytes += len(small)
+				return fmt.Errorf("Sendi succeeded before a connection to rank 1 existed")
 			}
 			big := make([]byte, route.Attr.MaxSendSize)
 			for {
