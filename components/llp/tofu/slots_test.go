@@ -128,11 +128,19 @@ func TestSlotsGarbageAck(t *testing.T) {
 	g := geometry{slots: 4, slotSize: 64}
 	o, _, _ := pair(t, g)
 	for i := 0; i < g.slots; i++ {
-		o.write(nil, []byte("x"))
+		if !o.write(nil, []byte("x")) {
+			t.Fatalf("message %d of %d refused by an empty box", i, g.slots)
+		}
 	}
+	// Every message taken, but the ack says more than was sent.
 	o.ack.Store(1 << 40)
 	if o.write(nil, []byte("y")) {
 		t.Fatal("wrote after a garbage ack")
+	}
+	// The true ack frees the box: the refusal was the garbage's.
+	o.ack.Store(uint64(g.slots))
+	if !o.write(nil, []byte("z")) {
+		t.Fatal("refused after every message was acknowledged")
 	}
 }
 
