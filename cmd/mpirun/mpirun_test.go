@@ -147,9 +147,13 @@ func TestFailures(t *testing.T) {
 		{"kill -9 of mpirun, gompi ranks with children", []string{bin.rankprog, "child"}, 2, "kill-mpirun", 0, ``},
 		{"kill -9 of mpirun, shell ranks", []string{"sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`}, 2, "kill-mpirun", 0, ``},
 	}
-	for _, c := range cases {
+	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			j := startJob(t, nil, nil, append([]string{"-np", "2"}, c.args...)...)
+			// Whatever mpirun starts inherits the marker: the cases that do
+			// not wait for the ranks cannot see their groups, but can look
+			// for the marker afterwards.
+			marker := fmt.Sprintf("GOMPI_TEST_FAILURES=%d-%d", os.Getpid(), i)
+			j := startJob(t, nil, []string{marker}, append([]string{"-np", "2"}, c.args...)...)
 			if c.ready > 0 {
 				j.WaitOutput(t, `(?m)^ready \d`, c.ready, 10*time.Second)
 			}
@@ -183,6 +187,9 @@ func TestFailures(t *testing.T) {
 				t.Fatalf("no rank groups were seen")
 			}
 			assertGone(t, groups)
+			if left := marked(t, marker); len(left) != 0 {
+				t.Errorf("processes of the job left: %v", left)
+			}
 		})
 	}
 }
@@ -270,9 +277,36 @@ func TestMPICHLauncher(t *testing.T) {
 	}
 }
 
+// marked returns the live processes whose environment holds marker (a
+// variable given to one mpirun, which its ranks and their children
+// inherit), waiting up to 3 s for them to go.
+func marked(t *testing.T, marker string) []int {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		var left []int
+		for _, p := range testutil.Processes(t) {
+			if p.State == 'Z' {
+				continue
+			}
+			env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid))
+			if err == nil && slices.Contains(strings.Split(string(env), "\x00"), marker) {
+				left = append(left, p.Pid)
+			}
+		}
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	noexec := filepath.Join(t.TempDir(), "noexec")
-	os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644)
+	if err := os.WriteFile(noexec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overcommit := strconv.Itoa(runtime.NumCPU() + 1) // more ranks than cores
 	cases := []struct {
 		args []string
 		want string
@@ -288,7 +322,7 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-np", "2", noexec}, "is not executable", 1},
 		{[]string{"-np", "2", t.TempDir()}, "directory without Go source", 1},
 		{[]string{"-np", "2", "--bind-to", "socket", bin.hello}, "accepted values are core and none", 1},
-		{[]string{"-np", "64", "--bind-to", "core", bin.hello}, "use --bind-to none", 1},
+		{[]string{"-np", overcommit, "--bind-to", "core", bin.hello}, "use --bind-to none", 1},
 		{[]string{"-np", "2", "--mca", "btl", "self", "--mca", "btl", "tcp", bin.hello}, "more than once", 1},
 		{[]string{"-np", "2", "-x", "GOMPI_SURELY_UNSET_VAR", bin.hello}, "is not set in mpirun's environment", 1},
 		{[]string{"-np", "2", "--timeout", "-1", bin.hello}, "positive number of seconds", 1},
@@ -296,18 +330,23 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-np", "2", "--mca", "btl", "nosuch", bin.hello}, `no btl component "nosuch"; btl components: self, shm, tcp`, 1},
 		{[]string{"-np", "2", "--mca", "btl", "self", bin.hello}, `rank \d cannot reach rank \d: BTLs tried: self`, 1},
 	}
-	for _, c := range cases {
+	for i, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
-			j := startJob(t, nil, nil, c.args...)
+			// Whatever mpirun started inherits the marker: none of it may
+			// outlive the job (the ranks' groups are gone with mpirun, so
+			// they cannot be looked up afterwards).
+			marker := fmt.Sprintf("GOMPI_TEST_BADINPUT=%d-%d", os.Getpid(), i)
+			j := startJob(t, nil, []string{marker}, c.args...)
 			j.Wait(t, 10*time.Second)
-			groups := rankGroups(t, j.Cmd.Process.Pid)
 			if j.Code != c.code {
 				t.Errorf("status %d, want %d", j.Code, c.code)
 			}
 			if !regexp.MustCompile(c.want).MatchString(j.Stderr.String()) {
 				t.Errorf("stderr does not match %q:\n%s", c.want, j.Stderr)
 			}
-			assertGone(t, groups)
+			if left := marked(t, marker); len(left) != 0 {
+				t.Errorf("processes of the job left: %v", left)
+			}
 		})
 	}
 }
