@@ -221,7 +221,9 @@ func TestDefaultSourceAndFileSource(t *testing.T) {
 		t.Fatalf("exit %d, output:\n%s", code, out)
 	}
 	file := filepath.Join(t.TempDir(), "params.toml")
-	os.WriteFile(file, []byte("# gompi parameters\n\n[btl.base]\nverbose = 40\n"), 0o600)
+	if err := os.WriteFile(file, []byte("# gompi parameters\n\n[btl.base]\nverbose = 40\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	out, errOut, code := runInfo(t, mca.Default(), []string{"OMPI_MCA_mca_base_param_files=" + file}, "--parsable", "--param", "btl", "all", "--level", "9")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -332,6 +334,13 @@ func TestListingsAreSorted(t *testing.T) {
 		if strings.HasSuffix(l, `:version:"mca:`+mca.MCAVersion.String()+`"`) {
 			comps = append(comps, l)
 		}
+	}
+	want := 0
+	for _, fw := range mca.Default().FrameworkNames() {
+		want += len(mca.Default().Components(fw))
+	}
+	if len(comps) != want {
+		t.Fatalf("%d component lines, want one for each of the %d components:\n%s", len(comps), want, out)
 	}
 	if !sort.StringsAreSorted(comps) {
 		t.Errorf("components are not sorted by framework and name:\n%s", strings.Join(comps, "\n"))
