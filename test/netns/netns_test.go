@@ -202,7 +202,12 @@ func killOnB(t *testing.T, cmd *exec.Cmd, named func(victim int, report string) 
 	}
 	for _, h := range []string{"a", "b"} {
 		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			out, _ := exec.Command("ip", "netns", "pids", prefix+"-"+h).Output()
+			// An error would read as no process: it fails the check.
+			out, err := exec.Command("ip", "netns", "pids", prefix+"-"+h).Output()
+			if err != nil {
+				t.Errorf("listing host %s's processes: %v", h, err)
+				break
+			}
 			if len(strings.TrimSpace(string(out))) == 0 {
 				break
 			}
@@ -211,9 +216,15 @@ func killOnB(t *testing.T, cmd *exec.Cmd, named func(victim int, report string) 
 				break
 			}
 		}
-		files, _ := filepath.Glob(filepath.Join("/run", prefix+"-netns-hosts", "shm", h, "*"))
-		if len(files) > 0 {
-			t.Errorf("files left in host %s's /dev/shm: %v", h, files)
+		// The host's /dev/shm (agent.sh mounts it there): it must exist,
+		// or an empty listing proves nothing.
+		shm := filepath.Join("/run", prefix+"-netns-hosts", "shm", h)
+		if _, err := os.Stat(shm); err != nil {
+			t.Errorf("host %s's /dev/shm: %v", h, err)
+		}
+		files, err := filepath.Glob(filepath.Join(shm, "*"))
+		if err != nil || len(files) > 0 {
+			t.Errorf("files left in host %s's /dev/shm: %v %v", h, files, err)
 		}
 	}
 	t.Logf("ended %v after the kill of pid %d on host b (status %d)", time.Since(killed), victim, job.Code)
