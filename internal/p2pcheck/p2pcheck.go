@@ -554,7 +554,15 @@ func checkProbe(c *mpi.Comm, o Options) error {
 func checkTruncation(c *mpi.Comm, o Options) error {
 	n, me := c.Size(), c.Rank()
 	right, left := (me+1)%n, (me+n-1)%n
-	sizes := []int{100, 70000, o.Large}
+	// 100 bytes go eager on any route (an eager limit is at least 256);
+	// one byte past the largest eager limit of the job goes by rendezvous
+	// on every route.
+	eager := 0
+	inst := c.Instance()
+	for w := 0; w < inst.Size(); w++ {
+		eager = max(eager, EagerPayload(inst, w))
+	}
+	sizes := []int{100, eager + 1, o.Large}
 	var reqs []*mpi.Request
 	for i, size := range sizes {
 		for k := 0; k < 2; k++ {
