@@ -20,19 +20,22 @@ type filter struct {
 // ParseSelection parses the items of a selection parameter: "a,b" means only
 // a and b, "^a,b" all but a and b (a "^" on later items of an exclusion is
 // tolerated), no items means all. Mixing the two forms ("a,^b") is an error,
-// and so are an empty name and "^^a".
+// and so are an empty name and "^^a". Its errors are of class
+// ErrUnsupportedParam.
 func ParseSelection(items []string) (exclude bool, names []string, err error) {
 	for i, it := range items {
 		neg := strings.HasPrefix(it, "^")
-		name := strings.TrimPrefix(it, "^")
+		// "^ a" excludes a: the list's items are trimmed, so " a" would
+		// name no component and print back as "a".
+		name := strings.TrimSpace(strings.TrimPrefix(it, "^"))
 		switch {
 		case i == 0:
 			exclude = neg
 		case neg && !exclude:
-			return false, nil, fmt.Errorf("%q mixes included and excluded components; write either \"a,b\" (only these) or \"^a,b\" (all but these)", strings.Join(items, ","))
+			return false, nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "%q mixes included and excluded components; write either \"a,b\" (only these) or \"^a,b\" (all but these)", strings.Join(items, ","))
 		}
 		if name == "" || strings.HasPrefix(name, "^") {
-			return false, nil, fmt.Errorf("%q is not a component name; write \"a,b\" (only these) or \"^a,b\" (all but these)", it)
+			return false, nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "%q is not a component name; write \"a,b\" (only these) or \"^a,b\" (all but these)", it)
 		}
 		names = append(names, name)
 	}
