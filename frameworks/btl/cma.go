@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"unsafe"
 
@@ -33,18 +34,25 @@ func ExposeCMA(buf []byte) []byte {
 	return d
 }
 
-// ParseCMA reads a description, checking that [off, off+n) lies inside it.
+// ParseCMA reads a description, a peer's data, checking that it names a
+// process and a buffer that does not wrap the address space, and that
+// [off, off+n) lies inside the buffer. Its errors are ErrIntern.
 func ParseCMA(desc []byte, off, n int) (pid int, addr uintptr, err error) {
 	if len(desc) != CMADescLen {
 		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA description of %d bytes, want %d", len(desc), CMADescLen)
 	}
-	pid = int(binary.LittleEndian.Uint32(desc))
+	p := binary.LittleEndian.Uint32(desc)
 	base := binary.LittleEndian.Uint64(desc[4:])
 	size := binary.LittleEndian.Uint64(desc[12:])
-	if off < 0 || n < 0 || uint64(off)+uint64(n) > size {
-		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA access [%d, %d) outside a buffer of %d bytes", off, off+n, size)
+	switch {
+	case p == 0 || p > math.MaxInt32: // pid_t is an int32
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA description of pid %d", p)
+	case base+size < base:
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA description of %d bytes at %#x, past the end of the address space", size, base)
+	case off < 0 || n < 0 || uint64(off)+uint64(n) > size:
+		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "btl: CMA access of %d bytes at offset %d, outside a buffer of %d bytes", n, off, size)
 	}
-	return pid, uintptr(base + uint64(off)), nil
+	return int(p), uintptr(base + uint64(off)), nil
 }
 
 // cmaChunk is the most one process_vm_readv/writev call copies: a few
