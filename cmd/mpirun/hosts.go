@@ -47,8 +47,8 @@ func parseHostList(hosts []host, value string) ([]host, error) {
 		slots := 1
 		if hasSlots {
 			n, err := strconv.Atoi(slotText)
-			if err != nil || n < 1 {
-				return nil, usagef("--host %q: %q: the slots after ':' are a whole number of at least 1", value, item)
+			if err != nil || n < 1 || n > maxRanks {
+				return nil, usagef("--host %q: %q: the slots after ':' are a whole number of at least 1 and at most %d", value, item, maxRanks)
 			}
 			slots = n
 		}
@@ -89,8 +89,8 @@ func parseHostfile(path string, data []byte) ([]host, error) {
 			switch {
 			case !ok || (k != "slots" && k != "max_slots" && k != "max-slots"):
 				return nil, bad("%q: accepted: slots=N, max_slots=N", f)
-			case err != nil || n < 1:
-				return nil, bad("%q: N is a whole number of at least 1", f)
+			case err != nil || n < 1 || n > maxRanks:
+				return nil, bad("%q: N is a whole number of at least 1 and at most %d", f, maxRanks)
 			case k == "slots":
 				slots = n
 			}
@@ -106,12 +106,22 @@ func parseHostfile(path string, data []byte) ([]host, error) {
 	return hosts, nil
 }
 
-func readHostfile(path string) ([]host, error) {
-	data, err := os.ReadFile(path)
+// maxHostfile bounds what readHostfile reads: a line per host takes tens
+// of bytes, and --hostfile /dev/zero must not take all memory.
+const maxHostfile = 16 << 20
+
+// readHostfile reads a hostfile of at most maxHostfile bytes.
+func readHostfile(path string) ([]byte, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, usagef("--hostfile: %v", err)
+		return nil, err
 	}
-	return parseHostfile(path, data)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxHostfile+1))
+	if err == nil && len(data) > maxHostfile {
+		err = fmt.Errorf("%s is larger than %d MiB", path, maxHostfile>>20)
+	}
+	return data, err
 }
 
 // mapBySlot places np ranks on the hosts in order, filling each host's

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gompi/gompi/mpierr"
 )
 
 func TestParseHosts(t *testing.T) {
@@ -50,13 +54,40 @@ func TestParseHosts(t *testing.T) {
 	}
 }
 
+// FuzzParseHostfile: a hostfile is refused with a usage error of class
+// ErrArg that names the file, or gives at least one host, each once, with
+// a host name and slots, and the hosts written back as a hostfile parse to
+// the same hosts.
 func FuzzParseHostfile(f *testing.F) {
 	f.Add([]byte("node1 slots=2\nnode2 max_slots=3 # x\n"))
 	f.Add([]byte("a\n\n#\nb slots=99999999999999999999\n"))
+	f.Add([]byte("# cluster\nnode1 slots=2 max_slots=4\n\nnode2   # one slot\nnode1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hs, err := parseHostfile("fuzz", b)
-		if err == nil && len(hs) == 0 {
+		if err != nil {
+			var u *usageError
+			if !errors.As(err, &u) || !errors.Is(err, mpierr.ErrArg) || !strings.HasPrefix(err.Error(), "hostfile fuzz") {
+				t.Fatalf("%q: %v is not a usage error of class ErrArg naming the file", b, err)
+			}
+			return
+		}
+		if len(hs) == 0 {
 			t.Fatal("no error and no host")
+		}
+		var text strings.Builder
+		names := map[string]bool{}
+		for _, h := range hs {
+			if !hostNameRE.MatchString(h.name) || h.slots < 1 || names[h.name] {
+				t.Fatalf("%q: host %+v", b, h)
+			}
+			names[h.name] = true
+			for n := h.slots; n > 0; n -= maxRanks {
+				fmt.Fprintf(&text, "%s slots=%d\n", h.name, min(n, maxRanks))
+			}
+		}
+		again, err := parseHostfile("again", []byte(text.String()))
+		if err != nil || !slices.Equal(again, hs) {
+			t.Fatalf("%q gave %+v, written back as %q: %+v, %v", b, hs, text.String(), again, err)
 		}
 	})
 }

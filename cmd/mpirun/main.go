@@ -25,6 +25,7 @@ import (
 	"strings"
 
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 )
 
@@ -63,6 +64,10 @@ OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK and OMPI_COMM_WORLD_LOCAL_SIZE;
 OMPI_MCA_SOURCE_name=command line. Standard input goes to rank 0.
 `
 
+// maxRanks bounds -np and a host's slots: mpirun keeps state per rank and
+// starts a process for each, so a larger number is a typo, not a job.
+const maxRanks = 1 << 20
+
 // agentParam names the command that starts ranks on other hosts; it is
 // called with the host and the command line, as ssh is.
 const agentParam = "plm_rsh_agent"
@@ -88,12 +93,16 @@ type usageError struct{ msg string }
 
 func (e *usageError) Error() string { return e.msg }
 
+// Unwrap gives a usage error its MPI class: a bad argument.
+func (e *usageError) Unwrap() error { return mpierr.ErrArg }
+
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 // parseArgs parses Open MPI-style options: one or two leading dashes, each
 // option followed by its arguments; the first non-option word is the
-// program, everything after it belongs to the program.
-func parseArgs(args []string, env map[string]string) (*options, error) {
+// program, everything after it belongs to the program. readFile reads a
+// hostfile (readHostfile).
+func parseArgs(args []string, env map[string]string, readFile func(string) ([]byte, error)) (*options, error) {
 	o := &options{np: -1}
 	seenMCA := map[string]bool{}
 	for i := 0; i < len(args); i++ {
@@ -127,8 +136,8 @@ func parseArgs(args []string, env map[string]string) (*options, error) {
 				return nil, err
 			}
 			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return nil, usagef("-np %q: the number of ranks must be a whole number of at least 1", v)
+			if err != nil || n < 1 || n > maxRanks {
+				return nil, usagef("-np %q: the number of ranks must be a whole number of at least 1 and at most %d", v, maxRanks)
 			}
 			o.np = n
 		case "mca", "gmca":
@@ -171,7 +180,11 @@ func parseArgs(args []string, env map[string]string) (*options, error) {
 			if err != nil {
 				return nil, err
 			}
-			hs, err := readHostfile(v)
+			data, err := readFile(v)
+			if err != nil {
+				return nil, usagef("--hostfile: %v", err)
+			}
+			hs, err := parseHostfile(v, data)
 			if err != nil {
 				return nil, err
 			}
@@ -240,6 +253,9 @@ func parseArgs(args []string, env map[string]string) (*options, error) {
 	if o.np < 0 {
 		return nil, usagef("no number of ranks: give -np N (or --host/--hostfile, whose slots it then fills)")
 	}
+	if o.np > maxRanks {
+		return nil, usagef("the hosts have %d slots: give -np N, at most %d", o.np, maxRanks)
+	}
 	if o.program == "" {
 		return nil, usagef("no program to run")
 	}
@@ -260,7 +276,7 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 			env[k] = v
 		}
 	}
-	o, err := parseArgs(args, env)
+	o, err := parseArgs(args, env, readHostfile)
 	if err != nil {
 		fmt.Fprintf(stderr, "mpirun: %v\n", err)
 		return 1
