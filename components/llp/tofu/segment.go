@@ -2,9 +2,9 @@ package tofu
 
 import (
 	"encoding/binary"
-	"fmt"
 
 	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/mpierr"
 )
 
 // owner tells tofu's files and errors from another component's. Its file
@@ -67,19 +67,19 @@ func writeBoxHeader(mem []byte, h boxHeaderInfo) {
 }
 
 // parseBoxHeader reads the header of a box a peer made; mem may hold
-// anything.
+// anything. Its errors are ErrIntern.
 func parseBoxHeader(mem []byte) (boxHeaderInfo, error) {
 	if len(mem) < boxHeader {
-		return boxHeaderInfo{}, fmt.Errorf("box of %d bytes", len(mem))
+		return boxHeaderInfo{}, mpierr.Errorf(mpierr.ErrIntern, "box of %d bytes", len(mem))
 	}
 	c, err := owner.ParseBoxHeader(mem)
 	if err != nil {
-		return boxHeaderInfo{}, err
+		return boxHeaderInfo{}, mpierr.Wrap(mpierr.ErrIntern, err)
 	}
 	le := binary.LittleEndian
 	h := boxHeaderInfo{src: c.Src, dst: c.Dst, pid: c.Pid, geo: geometry{int(le.Uint32(mem[boxOffSlots:])), int(le.Uint32(mem[boxOffSlotSz:]))}}
 	if !h.geo.valid() || len(mem) != boxSize(h.geo) {
-		return boxHeaderInfo{}, fmt.Errorf("box of %d bytes claims %d slots of %d bytes", len(mem), h.geo.slots, h.geo.slotSize)
+		return boxHeaderInfo{}, mpierr.Errorf(mpierr.ErrIntern, "box of %d bytes claims %d slots of %d bytes", len(mem), h.geo.slots, h.geo.slotSize)
 	}
 	return h, nil
 }

@@ -41,6 +41,20 @@ func check(n uint32, stamp uint64) uint32 { return n ^ uint32(stamp) ^ uint32(st
 
 func stampAt(b []byte, off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&b[off])) }
 
+// slotMessage decodes slot s, whose stamp says message stamp-1 is
+// published: the message, when the length word holds a length that fits
+// the slot and its check; the word itself otherwise. The sender wrote s:
+// it may hold anything.
+func slotMessage(s []byte, stamp uint64) (msg []byte, word uint64, ok bool) {
+	v := binary.LittleEndian.Uint64(s[8:])
+	n := uint32(v)
+	if uint32(v>>32) != check(n, stamp) || int(n) > len(s)-slotHeader {
+		return nil, v, false
+	}
+	end := slotHeader + int(n)
+	return s[slotHeader:end:end], v, true
+}
+
 // checkSlots checks what the stamps' atomics need: slots of the announced
 // geometry, 8-aligned.
 func checkSlots(slots []byte, g geometry) error {
@@ -153,13 +167,8 @@ func (in *inbox) peek() ([]byte, bool) {
 	if stampAt(s, 0).Load() != k+1 {
 		return nil, false
 	}
-	v := binary.LittleEndian.Uint64(s[8:])
-	n := uint32(v)
-	if uint32(v>>32) != check(n, k+1) || int(n) > in.slotSize-slotHeader {
-		return nil, false // garbage: poll reports it
-	}
-	end := slotHeader + int(n)
-	return s[slotHeader:end:end], true
+	msg, _, ok := slotMessage(s, k+1) // garbage: poll reports it
+	return msg, ok
 }
 
 // consume frees the slot peek returned. Callers hold the module's progress
@@ -188,17 +197,15 @@ func (in *inbox) poll(fn func(src int, msg []byte)) (int, error) {
 		if stampAt(s, 0).Load() != k+1 {
 			break
 		}
-		v := binary.LittleEndian.Uint64(s[8:])
-		n := uint32(v)
-		if uint32(v>>32) != check(n, k+1) || int(n) > in.slotSize-slotHeader {
+		msg, v, ok := slotMessage(s, k+1)
+		if !ok {
 			if done > 0 {
 				in.ack.Store(in.next)
 			}
 			return done, fmt.Errorf("slot of message %d holds %#016x: not a length of at most %d bytes with its check",
 				k, v, in.slotSize-slotHeader)
 		}
-		end := slotHeader + int(n)
-		fn(in.src, s[slotHeader:end:end])
+		fn(in.src, msg)
 		in.next = k + 1
 		done++
 		if uint64(done)%ackEvery(in.n) == 0 {
