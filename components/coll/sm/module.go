@@ -48,6 +48,31 @@ const (
 
 func segmentSize(n, slot int) int { return line*(1+2*n) + 2*(n+1)*slot }
 
+// writeHeader writes the header of a segment for n ranks and slots of slot
+// bytes, the magic last.
+func writeHeader(mem []byte, n, slot int) {
+	le := binary.LittleEndian
+	le.PutUint32(mem[offVersion:], version)
+	le.PutUint32(mem[offRanks:], uint32(n))
+	le.PutUint64(mem[offSlot:], uint64(slot))
+	le.PutUint64(mem[offMagic:], magic)
+}
+
+// checkHeader checks that mem, a segment rank 0 made, is one for n ranks
+// and slots of slot bytes. Rank 0 is another process: mem may hold
+// anything. Its errors are ErrIntern.
+func checkHeader(mem []byte, n, slot int) error {
+	if len(mem) < offSlot+8 {
+		return mpierr.Errorf(mpierr.ErrIntern, "a segment of %d bytes has no header", len(mem))
+	}
+	le := binary.LittleEndian
+	if m, v, r, s := le.Uint64(mem[offMagic:]), le.Uint32(mem[offVersion:]), le.Uint32(mem[offRanks:]), le.Uint64(mem[offSlot:]); m != magic || v != version || r != uint32(n) || s != uint64(slot) {
+		return mpierr.Errorf(mpierr.ErrIntern, "not a coll sm segment of %d ranks and %d-byte slots (version %d): magic %#x, version %d, %d ranks, %d-byte slots",
+			n, slot, version, m, v, r, s)
+	}
+	return nil
+}
+
 // Setup states.
 const (
 	unset = iota
@@ -151,11 +176,7 @@ func (m *module) setup(c coll.Comm) error {
 		seg, err := owner.Create(name, size)
 		if err == nil {
 			m.seg = seg
-			le := binary.LittleEndian
-			le.PutUint32(seg.Mem[offVersion:], version)
-			le.PutUint32(seg.Mem[offRanks:], uint32(m.n))
-			le.PutUint64(seg.Mem[offSlot:], uint64(m.slot))
-			le.PutUint64(seg.Mem[offMagic:], magic)
+			writeHeader(seg.Mem, m.n, m.slot)
 		} else {
 			name, problem = "", err
 		}
@@ -236,11 +257,9 @@ func (m *module) attach(owner shmem.Owner, name string, size int) error {
 	if err != nil {
 		return err
 	}
-	le := binary.LittleEndian
-	if le.Uint64(seg.Mem[offMagic:]) != magic || le.Uint32(seg.Mem[offVersion:]) != version ||
-		le.Uint32(seg.Mem[offRanks:]) != uint32(m.n) || le.Uint64(seg.Mem[offSlot:]) != uint64(m.slot) {
+	if err := checkHeader(seg.Mem, m.n, m.slot); err != nil {
 		seg.Unmap()
-		return fmt.Errorf("%s is not a coll sm segment of %d ranks and %d-byte slots (version %d)", name, m.n, m.slot, version)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	m.seg = seg
 	return nil
