@@ -172,19 +172,9 @@ func (m *Modex) fetch(seq, node int) (nodeBlob, error) {
 	if !found {
 		return nodeBlob{}, nil // the node had nothing to publish at this fence
 	}
-	n, text, err := chunkCount(first)
+	text, _, err := joinChunks(first, node, func(i int) (string, bool, error) { return c.Get(chunkKey(seq, node, i)) })
 	if err != nil {
 		return nodeBlob{}, err
-	}
-	for i := 1; i < n; i++ {
-		part, found, err := c.Get(chunkKey(seq, node, i))
-		if err != nil {
-			return nodeBlob{}, err
-		}
-		if !found {
-			return nodeBlob{}, mpierr.Errorf(mpierr.ErrIntern, "modex: chunk %d of %d of node %d is missing", i, n, node)
-		}
-		text += part
 	}
 	return decodeBlob(text)
 }
@@ -325,16 +315,12 @@ func StatsOfBlobs(chunks map[string]string) (ModexStats, error) {
 		return keys[a][0] < keys[b][0] || keys[a][0] == keys[b][0] && keys[a][1] < keys[b][1]
 	})
 	for _, sn := range keys {
-		n, text, err := chunkCount(chunks[chunkKey(sn[0], sn[1], 0)])
+		text, n, err := joinChunks(chunks[chunkKey(sn[0], sn[1], 0)], sn[1], func(i int) (string, bool, error) {
+			part, ok := chunks[chunkKey(sn[0], sn[1], i)]
+			return part, ok, nil
+		})
 		if err != nil {
 			return total, err
-		}
-		for i := 1; i < n; i++ {
-			part, ok := chunks[chunkKey(sn[0], sn[1], i)]
-			if !ok {
-				return total, mpierr.Errorf(mpierr.ErrIntern, "modex: chunk %d of node %d is missing", i, sn[1])
-			}
-			text += part
 		}
 		nb, err := decodeBlob(text)
 		if err != nil {

@@ -341,9 +341,13 @@ func chunkKey(seq, node, i int) string { return fmt.Sprintf("m%d.%d.%d", seq, no
 // splitChunks cuts a blob into values of at most max bytes, the first
 // prefixed with the number of chunks.
 func splitChunks(blob string, max int) []string {
+	// max is the server's vallen_max, whatever it said: no chunk needs
+	// more than the blob and its count, and a larger max would overflow
+	// the count's arithmetic.
 	if max < 16 {
 		max = 16
 	}
+	max = min(max, len(blob)+16)
 	numberLen := func(n int) int {
 		var b strings.Builder
 		putNumber(&b, n)
@@ -363,6 +367,33 @@ func splitChunks(blob string, max int) []string {
 		text = text[max:]
 	}
 	return append(out, text)
+}
+
+// joinChunks reads the blob of node that chunk 0, first, begins: the count
+// of chunks in first, then get(i) for each chunk i after it, as PMI holds
+// them. get says false for a chunk not there. Everything read was put by
+// another process: a bad count or a missing chunk is an ErrIntern error.
+func joinChunks(first string, node int, get func(i int) (string, bool, error)) (blob string, chunks int, err error) {
+	n, text, err := chunkCount(first)
+	if err != nil {
+		return "", 0, err
+	}
+	if n == 1 {
+		return text, 1, nil
+	}
+	var b strings.Builder
+	b.WriteString(text)
+	for i := 1; i < n; i++ {
+		part, found, err := get(i)
+		if err != nil {
+			return "", 0, err
+		}
+		if !found {
+			return "", 0, mpierr.Errorf(mpierr.ErrIntern, "modex: chunk %d of %d of node %d is missing", i, n, node)
+		}
+		b.WriteString(part)
+	}
+	return b.String(), n, nil
 }
 
 // chunkCount reads the number of chunks from chunk 0 and returns the rest of
