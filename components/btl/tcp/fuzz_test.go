@@ -3,7 +3,14 @@ package tcp
 import (
 	"bytes"
 	"errors"
+	"io"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/mca"
 )
 
 // Fuzz targets for everything the tcp BTL reads from outside: the
@@ -49,59 +56,206 @@ func FuzzHandshake(f *testing.F) {
 	})
 }
 
-// FuzzFrames feeds an arbitrary byte stream, cut at arbitrary places, to the
-// frame reader: it must not panic, must never return a body longer than the
-// maximum, must report bad frames as protocol errors, and must never grow
-// its buffer beyond one maximal frame.
+// frameOut is what the receive path made of one frame.
+type frameOut struct {
+	placed bool // through the steer's Placed, else through the tag's callback
+	tag    uint8
+	hdr    []byte // placed: the PML header Placed was given
+	body   []byte // the frame's body, or (placed) the payload in the buffer
+}
+
+// offer is one call of the steer's Where.
+type offer struct {
+	hdr       []byte
+	dst       []byte
+	g         *btl.Guard
+	withdrawn []byte // the buffer when withdrawn, nil if it was not
+	placed    bool
+}
+
+// FuzzFrames feeds an arbitrary byte stream, cut at arbitrary places, to a
+// connection's receive path (inConn.poll, reading a pipe), with a steer on
+// one tag whose Where, as the fuzzer chooses, declines, answers with a
+// buffer of the wrong length, places the payload, or places it and takes
+// the buffer back after the poll. Every frame of the stream up to the
+// first bad one, a goodbye or the end must come out once and in order:
+// whole through its tag's callback, or its header through Placed and its
+// payload in the buffer Where gave, or not at all when its buffer was taken
+// back first; nothing is written into a buffer once it is taken back. A
+// bad frame loses the peer with a protocol error, and so does an end in
+// the middle of a frame; a goodbye finalizes it. The read buffer never
+// grows beyond one maximal frame.
 func FuzzFrames(f *testing.F) {
-	const limit = 300
-	var stream []byte
-	stream = append(stream, encodeFrame(frameData, 1, []byte("hello"))...)
-	stream = append(stream, encodeFrame(frameData, 2, bytes.Repeat([]byte{7}, limit))...)
-	stream = append(stream, encodeFrame(frameBye, 0, nil)...)
-	f.Add(stream, []byte{1, 5, 200})
-	f.Add(encodeFrame(frameData, 3, make([]byte, limit+1)), []byte{8})
-	f.Add([]byte{frameMagic, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, []byte{3})
-	f.Add([]byte("garbage, not a frame"), []byte{})
-	f.Fuzz(func(t *testing.T, stream, cuts []byte) {
-		chunks := make([]int, len(cuts))
-		for i, c := range cuts {
-			chunks[i] = int(c)
+	const limit, steerTag, hdrLen = 300, 9, 8
+	frame := func(kind, tag uint8, body []byte) []byte {
+		b := make([]byte, frameHdrLen, frameHdrLen+len(body))
+		putFrameHeader(b, kind, tag, len(body))
+		return append(b, body...)
+	}
+	seq := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(i*7 + 1)
 		}
-		fr := newFrameReader(limit)
-		for i := 0; len(stream) > 0; i++ {
-			space := fr.space()
-			if len(space) == 0 {
-				t.Fatal("no room to read into")
+		return b
+	}
+	var stream []byte
+	stream = append(stream, frame(frameData, 1, []byte("hello"))...)
+	stream = append(stream, frame(frameData, steerTag, seq(200))...)
+	stream = append(stream, frame(frameData, steerTag, seq(hdrLen+1))...)
+	stream = append(stream, frame(frameData, 2, seq(limit))...)
+	stream = append(stream, frame(frameData, steerTag, seq(limit))...)
+	stream = append(stream, frame(frameBye, 0, nil)...)
+	for _, choices := range []string{"\x02", "\x00\x01", "\x03", "\x02\x03\x00"} {
+		f.Add(stream, []byte{1, 5, 200, 13}, []byte(choices))
+	}
+	f.Add(stream, []byte{}, []byte{2})
+	// A byte at a time: the reader sees a steerable frame's header before
+	// the PML header after it, and reads no further than that.
+	f.Add(stream, []byte{1}, []byte{2, 3})
+	f.Add(frame(frameData, 3, make([]byte, limit+1)), []byte{8}, []byte{})
+	f.Add([]byte{frameMagic, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}, []byte{3}, []byte{})
+	f.Add(frame(frameData, steerTag, seq(100))[:60], []byte{20}, []byte{2})
+	f.Add([]byte("garbage, not a frame"), []byte{}, []byte{})
+	b, err := mca.NewBase(mca.Options{Output: io.Discard})
+	if err != nil {
+		f.Fatal(err)
+	}
+	log := b.Logger("btl").Named("tcp")
+	f.Fuzz(func(t *testing.T, stream, cuts, choices []byte) {
+		var want []frameOut
+		end := "eof" // how the stream ends for the reader: eof, bye or bad
+		for rest := stream; ; {
+			if len(rest) < frameHdrLen {
+				break
 			}
-			if len(fr.buf) > frameHdrLen+limit {
-				t.Fatalf("buffer grew to %d", len(fr.buf))
+			h, err := parseFrameHeader(rest, limit)
+			if err != nil {
+				end = "bad"
+				break
 			}
-			n := len(space)
-			if len(chunks) > 0 {
-				n = min(n, max(1, chunks[i%len(chunks)]))
+			if h.kind == frameBye {
+				end = "bye"
+				break
 			}
-			n = copy(space[:n], stream)
-			stream = stream[n:]
-			fr.advance(n)
-			for {
-				h, body, ok, err := fr.next()
-				if err != nil {
-					if !errors.Is(err, errProtocol) {
-						t.Fatalf("error without errProtocol: %v", err)
-					}
-					return
-				}
-				if !ok {
-					break
-				}
-				if len(body) > limit || len(body) != h.length {
-					t.Fatalf("body of %d bytes (header says %d, limit %d)", len(body), h.length, limit)
-				}
-				if h.kind == frameBye && len(body) != 0 {
-					t.Fatal("bye with a body")
-				}
+			if len(rest) < frameHdrLen+h.length {
+				break
 			}
+			want = append(want, frameOut{tag: h.tag, body: rest[frameHdrLen : frameHdrLen+h.length]})
+			rest = rest[frameHdrLen+h.length:]
+		}
+
+		m := &module{gone: map[int]bool{}, log: log}
+		var got []frameOut
+		for tag := range 256 {
+			m.RegisterRecv(btl.Tag(tag), func(src int, tag btl.Tag, frag []byte) {
+				got = append(got, frameOut{tag: uint8(tag), body: append([]byte(nil), frag...)})
+			})
+		}
+		var offers []*offer
+		var withdraw *offer
+		m.RegisterSteer(steerTag, btl.Steer{HdrLen: hdrLen, Min: 1,
+			Where: func(src int, hdr []byte, n int) ([]byte, *btl.Guard) {
+				o := &offer{hdr: append([]byte(nil), hdr...), g: &btl.Guard{}}
+				offers = append(offers, o)
+				choice := byte(0)
+				if len(choices) > 0 {
+					choice = choices[(len(offers)-1)%len(choices)] % 4
+				}
+				switch choice {
+				case 0:
+					return nil, nil
+				case 1:
+					return make([]byte, n+1), o.g
+				case 3:
+					withdraw = o
+				}
+				o.dst = make([]byte, n)
+				return o.dst, o.g
+			},
+			Placed: func(src int, hdr []byte, n int) {
+				o := offers[len(offers)-1]
+				if o.withdrawn != nil || o.placed || n != len(o.dst) || !bytes.Equal(hdr, o.hdr) {
+					t.Fatalf("Placed(%x, %d) for the offer of %x, %d bytes (withdrawn %v, placed %v)", hdr, n, o.hdr, len(o.dst), o.withdrawn != nil, o.placed)
+				}
+				o.placed = true
+				got = append(got, frameOut{placed: true, tag: steerTag, hdr: o.hdr, body: append([]byte(nil), o.dst...)})
+			},
+		})
+
+		var fds [2]int
+		if err := unix.Pipe2(fds[:], unix.O_NONBLOCK|unix.O_CLOEXEC); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[0])
+		c := &inConn{m: m, rank: 1, fr: newFrameReader(limit), fd: int32(fds[0])}
+		c.fr.steerable = m.steerable
+		c.rfn = c.read
+		poll := func() bool {
+			_, alive := c.poll()
+			if withdraw != nil {
+				withdraw.g.Withdraw()
+				withdraw.withdrawn = append([]byte(nil), withdraw.dst...)
+				withdraw = nil
+			}
+			if len(c.fr.buf) > frameHdrLen+limit {
+				t.Fatalf("read buffer grew to %d", len(c.fr.buf))
+			}
+			return alive
+		}
+		alive := true
+		for i := 0; len(stream) > 0 && alive; i++ {
+			n := len(stream)
+			if len(cuts) > 0 {
+				n = min(n, max(1, int(cuts[i%len(cuts)])))
+			}
+			if k, err := unix.Write(fds[1], stream[:n]); err == nil {
+				stream = stream[k:]
+			} else if err != unix.EAGAIN {
+				t.Fatal(err)
+			}
+			alive = poll()
+		}
+		unix.Close(fds[1])
+		for i := 0; alive; i++ {
+			if i > 1<<16 {
+				t.Fatal("the connection is still alive after its writer closed")
+			}
+			alive = poll()
+		}
+
+		next := 0 // in offers, for frames dropped
+		for i, w := range want {
+			if len(got) > 0 && got[0].tag == w.tag && (!got[0].placed && bytes.Equal(got[0].body, w.body) ||
+				got[0].placed && bytes.Equal(got[0].hdr, w.body[:hdrLen]) && bytes.Equal(got[0].body, w.body[hdrLen:])) {
+				got = got[1:]
+				continue
+			}
+			for next < len(offers) && (offers[next].withdrawn == nil || offers[next].placed) {
+				next++
+			}
+			if next == len(offers) || w.tag != steerTag || !bytes.Equal(offers[next].hdr, w.body[:hdrLen]) || len(offers[next].dst) != len(w.body)-hdrLen {
+				t.Fatalf("frame %d (tag %d, %d bytes) did not come out, and was not dropped", i, w.tag, len(w.body))
+			}
+			next++
+		}
+		if len(got) > 0 {
+			t.Fatalf("%d frames more than the stream holds came out", len(got))
+		}
+		for _, o := range offers {
+			if o.withdrawn != nil && !bytes.Equal(o.dst, o.withdrawn) {
+				t.Fatal("a buffer was written after it was taken back")
+			}
+		}
+		switch {
+		case !m.gone[1]:
+			t.Fatal("the peer is not gone at the end of its stream")
+		case end == "bye" && len(m.lostQ) != 0:
+			t.Fatalf("a goodbye lost the peer: %v", m.lostQ[0].err)
+		case end != "bye" && len(m.lostQ) != 1:
+			t.Fatalf("the stream ended (%s) without the peer lost", end)
+		case end == "bad" && !strings.Contains(m.lostQ[0].err.Error(), "protocol error"):
+			t.Fatalf("a bad frame lost the peer with %v", m.lostQ[0].err)
 		}
 	})
 }
