@@ -126,16 +126,3 @@ func TestDecodeRefuses(t *testing.T) {
 		}
 	}
 }
-
-func FuzzDecode(f *testing.F) {
-	f.Add(ringAllreduce(3, 1).Encode())
-	f.Add(disseminationBarrier(5, 2).Encode())
-	f.Add([]byte("GSC1"))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		s, err := Decode(b)
-		if err != nil {
-			return
-		}
-		_ = s.Validate(s.Op, s.Size, s.Rank)
-	})
-}
