@@ -22,6 +22,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -203,12 +204,15 @@ func envMap(env []string) map[string]string {
 	return m
 }
 
+// rankSize reads PMI_RANK and PMI_SIZE as decimal numbers, as pmi.Dial
+// does: "1 2" or "0x4" is no rank or size.
 func rankSize(env map[string]string) (int, int, error) {
-	var rank, size int
-	if _, err := fmt.Sscan(env["PMI_RANK"], &rank); err != nil {
+	rank, err := strconv.Atoi(env["PMI_RANK"])
+	if err != nil {
 		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "rte: PMI_RANK=%q is not a number", env["PMI_RANK"])
 	}
-	if _, err := fmt.Sscan(env["PMI_SIZE"], &size); err != nil {
+	size, err := strconv.Atoi(env["PMI_SIZE"])
+	if err != nil {
 		return 0, 0, mpierr.Errorf(mpierr.ErrIntern, "rte: PMI_SIZE=%q is not a number", env["PMI_SIZE"])
 	}
 	if size < 1 || rank < 0 || rank >= size {
