@@ -482,16 +482,23 @@ func (m *Modex) readRecord(conn net.Conn, hs *handshakes.Set) (record, error) {
 	if _, err := io.ReadFull(conn, body); err != nil {
 		return record{}, fmt.Errorf("short record: %v", err)
 	}
+	return decodeRecord(rank, body)
+}
+
+// decodeRecord reads the body of a record whose header says it is rank's:
+// the blob of one process, from any local process that has the cookie. Its
+// errors are ErrIntern.
+func decodeRecord(rank int, body []byte) (record, error) {
 	nb, err := decodeBlob(string(body))
 	if err != nil {
 		return record{}, err
 	}
 	if len(nb.procs) != 1 {
-		return record{}, fmt.Errorf("a record holds one process, not %d", len(nb.procs))
+		return record{}, mpierr.Errorf(mpierr.ErrIntern, "a record holds one process, not %d", len(nb.procs))
 	}
 	proc, ok := nb.procs[rank]
 	if !ok {
-		return record{}, fmt.Errorf("record of another rank than %d", rank)
+		return record{}, mpierr.Errorf(mpierr.ErrIntern, "record of another rank than %d", rank)
 	}
 	return record{rank: rank, proc: proc, node: nb.node}, nil
 }

@@ -77,3 +77,38 @@ func FuzzChunks(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRecord: a record reaches the node leader from any local process
+// that has the cookie; its header names a rank. decodeRecord refuses its
+// body with ErrIntern, or returns the values of that rank, the one process
+// in the body, which, sent again as a rank sends them, decode to the same
+// record.
+func FuzzRecord(f *testing.F) {
+	rec := nodeBlob{node: map[string][]byte{"shm": []byte("seg-3")}, procs: map[int]map[string][]byte{3: {"btl.tcp.addr": []byte("10.0.0.1:4000"), "arch": {0, 1, 2}}}}
+	f.Add(uint32(3), []byte(encodeBlob(rec)))
+	f.Add(uint32(4), []byte(encodeBlob(rec)))
+	rec.procs[5] = map[string][]byte{"arch": []byte("x")}
+	f.Add(uint32(5), []byte(encodeBlob(rec)))
+	f.Add(uint32(0), []byte{})
+	f.Fuzz(func(t *testing.T, rank uint32, body []byte) {
+		r, err := decodeRecord(int(rank), body)
+		if err != nil {
+			if !errors.Is(err, mpierr.ErrIntern) {
+				t.Fatalf("decodeRecord(%d, %q): %v lacks ErrIntern", rank, body, err)
+			}
+			return
+		}
+		nb, _ := decodeBlob(string(body))
+		if _, ok := nb.procs[int(rank)]; r.rank != int(rank) || !ok || len(nb.procs) != 1 {
+			t.Fatalf("decodeRecord(%d, %q) gave rank %d's record from a blob of ranks %v", rank, body, r.rank, nb.procs)
+		}
+		sent := nodeBlob{node: r.node, procs: map[int]map[string][]byte{r.rank: r.proc}}
+		again, err := decodeRecord(r.rank, []byte(encodeBlob(sent)))
+		if err != nil {
+			t.Fatalf("decodeRecord(%d, %q) = %+v, which does not decode when sent again: %v", rank, body, r, err)
+		}
+		if err := sameBlob(nodeBlob{node: again.node, procs: map[int]map[string][]byte{again.rank: again.proc}}, sent); err != nil {
+			t.Fatalf("decodeRecord(%d, %q) = %+v, sent again: %v", rank, body, r, err)
+		}
+	})
+}
