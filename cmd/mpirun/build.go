@@ -60,6 +60,8 @@ func (j *job) build(dir string) error {
 	return nil
 }
 
+// cleanup removes the program built from source, if any: run defers it, and
+// newJob calls it when a step after the build fails.
 func (j *job) cleanup() {
 	if j.buildDir != "" {
 		os.RemoveAll(j.buildDir)

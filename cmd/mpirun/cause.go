@@ -219,6 +219,21 @@ func (j *job) verdict(own *failure) (lines []string, status int) {
 	return lines, cause.status
 }
 
+// reportFailures prints the verdict on the job's failures, cause first, and
+// returns mpirun's exit status: the cause's, or else recoveryStatus, that of
+// a death the job survived under --enable-recovery. It comes after drain:
+// the ranks' last notices of lost peers decide which failure is the cause.
+func (j *job) reportFailures(own *failure, recoveryStatus int) int {
+	lines, status := j.verdict(own)
+	for _, l := range lines {
+		j.logf("%s", l)
+	}
+	if status == 0 {
+		status = recoveryStatus
+	}
+	return status
+}
+
 // describe is the report of a failure that is no consequence.
 func (j *job) describe(f *failure) string {
 	if f.rank < 0 {

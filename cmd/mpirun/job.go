@@ -4,7 +4,6 @@ package main
 // from its first rank's start to mpirun's exit status.
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"os"
@@ -17,12 +16,12 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/rte/pmi"
 )
 
+// rankState is what mpirun knows of one rank; what changes is guarded by
+// job.mu.
 type rankState struct {
 	rank        int
 	cmd         *exec.Cmd
@@ -45,6 +44,8 @@ type rankState struct {
 	failure        *failure // how the rank failed, once known (cause.go)
 }
 
+// event is what supervise hears of a rank: from the goroutine that waits
+// for its process (exit) and from the PMI server (abort, pmi-error).
 type event struct {
 	kind   string // "exit", "abort", "pmi-error"
 	rank   int
@@ -54,6 +55,8 @@ type event struct {
 	at     int64 // job.tick when it happened
 }
 
+// job is one run of mpirun: its options, where its ranks run, and their
+// state.
 type job struct {
 	o       *options
 	environ []string
@@ -92,6 +95,9 @@ type job struct {
 	modexLineBytes map[string]int64
 }
 
+// newJob prepares the job before any process starts: it places the ranks
+// on the hosts, finds or builds the program, and plans the ranks' binding,
+// in that order (the binding counts the ranks placed on this host).
 func newJob(o *options, environ []string, stdin io.Reader, stdout, stderr io.Writer) (*job, error) {
 	j := &job{o: o, environ: environ, stdin: stdin, stdout: stdout, stderr: stderr,
 		events: make(chan event, 4*o.np+16), modexPuts: map[string]string{}, modexLineBytes: map[string]int64{}}
@@ -110,14 +116,14 @@ func newJob(o *options, environ []string, stdin io.Reader, stdout, stderr io.Wri
 	return j, nil
 }
 
-// run starts the ranks, serves them, and returns mpirun's exit status.
+// run is the launcher's life once newJob has placed the ranks, found or
+// built the program and planned the binding: it starts the ranks, serves
+// them until every one has ended, says what failed, and returns mpirun's
+// exit status. Each step's comment says why it comes where it does.
 func (j *job) run() int {
 	defer j.cleanup()
-	// Processes that ranks leave behind are reparented to mpirun rather
-	// than to init, so that mpirun can reap them.
-	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	becomeSubreaper()
+	sigs := catchSignals()
 	defer signal.Stop(sigs)
 
 	if err := j.startWatchdog(); err != nil {
@@ -129,130 +135,34 @@ func (j *job) run() int {
 		j.finishWatchdog()
 		return 1
 	}
-
-	var stdin0 io.WriteCloser
 	var outputs sync.WaitGroup
-	for r := 0; r < j.o.np; r++ {
-		w, err := j.startRank(r, &outputs)
-		if err != nil {
-			j.logf("starting rank %d: %v", r, err)
-			j.terminateAll()
-			j.reapAll()
-			j.finishWatchdog()
-			return 1
-		}
-		if r == 0 {
-			stdin0 = w
-		}
+	stdin0, err := j.startRanks(&outputs)
+	if err != nil {
+		j.logf("%v", err)
+		j.terminateAll()
+		j.reapAll()
+		j.finishWatchdog()
+		return 1
 	}
-	if stdin0 != nil {
-		go func() {
-			if j.stdin != nil {
-				io.Copy(stdin0, j.stdin)
-			}
-			stdin0.Close()
-		}()
-	}
+	j.feedStdin(stdin0)
 
-	var timeout <-chan time.Time
-	if j.o.timeout > 0 {
-		t := time.NewTimer(time.Duration(j.o.timeout * float64(time.Second)))
-		defer t.Stop()
-		timeout = t.C
+	own, recoveryStatus := j.supervise(sigs)
+	j.drain(&outputs)
+	status := j.reportFailures(own, recoveryStatus)
+	j.tearDown()
+	if j.o.reportModex {
+		j.reportModex()
 	}
+	return status
+}
 
-	// What failed is reported once every rank has ended (cause.go): which
-	// report arrives first is a race, and the first is not always the cause.
-	failed := false
-	terminate := func() {
-		if !failed {
-			failed = true
-			go j.terminateAll()
-		}
-	}
-	var own *failure // mpirun's own reason to end the job
-	recoveryStatus := 0
-	for j.running() > 0 {
-		select {
-		case ev := <-j.events:
-			switch ev.kind {
-			case "abort":
-				j.mu.Lock()
-				j.abortFailureLocked(j.ranks[ev.rank])
-				j.mu.Unlock()
-				terminate()
-			case "pmi-error":
-				j.logf("rank %d (pid %d) broke the PMI protocol: %s", ev.rank, j.pid(ev.rank), ev.msg)
-			case "exit":
-				rs := j.markExited(ev.rank, ev.status)
-				// A rank that called Abort exits right after its abort
-				// line; let the PMI server finish reading it, so that
-				// the abort, not the exit code, is its failure. (A child
-				// that inherited the socket can keep it open: wait only
-				// briefly.)
-				select {
-				case <-rs.served:
-				case <-time.After(200 * time.Millisecond):
-				}
-				j.mu.Lock()
-				aborted := rs.abort != nil
-				if aborted {
-					j.abortFailureLocked(rs)
-				}
-				j.mu.Unlock()
-				if aborted {
-					terminate()
-					continue
-				}
-				if j.o.recovery && !failed && j.died(ev.rank, ev.status, rs) {
-					if recoveryStatus == 0 {
-						recoveryStatus = deathStatus(ev.status)
-					}
-					j.srv.Failed(ev.rank)
-					continue
-				}
-				j.mu.Lock()
-				f := j.exitFailureLocked(rs, ev.status, ev.at)
-				j.mu.Unlock()
-				if f != nil {
-					terminate()
-				}
-			}
-		case <-timeout:
-			timeout = nil
-			if own == nil {
-				own = &failure{rank: -1, at: j.tick(), status: exitTimeout,
-					how: fmt.Sprintf("timeout after %gs: ending the job (ranks still running: %s)", j.o.timeout, j.stillRunning())}
-			}
-			terminate()
-		case s := <-sigs:
-			sig := s.(syscall.Signal)
-			if own == nil {
-				own = &failure{rank: -1, at: j.tick(), status: 128 + int(sig),
-					how: fmt.Sprintf("received signal %d (%s): ending the job", int(sig), signalName(sig))}
-			}
-			terminate()
-		}
-	}
-	// Ranks' background children and the output they hold go too.
-	j.signalAll(syscall.SIGKILL)
-	outputs.Wait()
-	// The notices of lost peers that ranks sent before they ended are read
-	// (their PMI conversations are over) unless a child holds the socket.
-	deadline := time.After(200 * time.Millisecond)
-	for _, rs := range j.ranks {
-		select {
-		case <-rs.served:
-		case <-deadline:
-		}
-	}
-	lines, status := j.verdict(own)
-	for _, l := range lines {
-		j.logf("%s", l)
-	}
-	if status == 0 {
-		status = recoveryStatus
-	}
+// tearDown releases what the job holds once its ranks have ended: the PMI
+// server, the watchdog (told that the job ended normally, so that it kills
+// nothing), the dead processes ranks left behind, and the job's
+// shared-memory files here and on the other hosts. It comes after drain:
+// the watchdog lets go only once every rank's group has been killed, and
+// the server stops only once the ranks' last notices have been read.
+func (j *job) tearDown() {
 	j.srv.Shutdown()
 	j.finishWatchdog()
 	reapOrphans(200 * time.Millisecond)
@@ -263,12 +173,9 @@ func (j *job) run() int {
 	if j.remote() {
 		j.cleanRemote()
 	}
-	if j.o.reportModex {
-		j.reportModex()
-	}
-	return status
 }
 
+// pid is rank's process id; 0 before it started.
 func (j *job) pid(rank int) int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -278,6 +185,7 @@ func (j *job) pid(rank int) int {
 	return 0
 }
 
+// running is how many ranks have not been reaped.
 func (j *job) running() int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -290,6 +198,7 @@ func (j *job) running() int {
 	return n
 }
 
+// stillRunning lists the ranks not reaped, for the timeout's message.
 func (j *job) stillRunning() string {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -302,6 +211,7 @@ func (j *job) stillRunning() string {
 	return strings.Join(out, ", ")
 }
 
+// markExited records that rank was reaped with status ws.
 func (j *job) markExited(rank int, ws syscall.WaitStatus) *rankState {
 	j.mu.Lock()
 	defer j.mu.Unlock()

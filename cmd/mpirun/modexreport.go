@@ -10,6 +10,8 @@ import (
 	"github.com/gompi/gompi/rte"
 )
 
+// reportModex prints, per fence, how many processes, keys and values the
+// modex published and the bytes it put on the PMI wire for them.
 func (j *job) reportModex() {
 	j.modexMu.Lock()
 	defer j.modexMu.Unlock()

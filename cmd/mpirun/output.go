@@ -11,6 +11,20 @@ import (
 	"sync"
 )
 
+// feedStdin copies mpirun's standard input to rank 0's in the background,
+// and closes rank 0's at its end. It comes once every rank has started, so
+// that a job that cannot start reads none of it.
+func (j *job) feedStdin(stdin0 io.WriteCloser) {
+	if stdin0 != nil {
+		go func() {
+			if j.stdin != nil {
+				io.Copy(stdin0, j.stdin)
+			}
+			stdin0.Close()
+		}()
+	}
+}
+
 // outputPipes makes the pipes of a rank's standard output and error.
 func outputPipes() (outR, outW, errR, errW *os.File, err error) {
 	if outR, outW, err = os.Pipe(); err != nil {

@@ -16,7 +16,9 @@ import (
 )
 
 // startServer makes the job's PMI server, and its TCP listener when ranks
-// run on other hosts.
+// run on other hosts. It comes before the ranks start: their environment
+// carries the job's id it chooses and its listener's port, remote ranks are
+// given its secret, and every local rank is served from its start.
 func (j *job) startServer() error {
 	var idb [4]byte
 	rand.Read(idb[:])

@@ -4,13 +4,45 @@ package main
 // what they left behind.
 
 import (
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // killGrace is how long a rank may take to end after SIGTERM before it gets
 // SIGKILL; the whole job ends well within two seconds of a failure.
 const killGrace = 500 * time.Millisecond
+
+// becomeSubreaper makes mpirun the parent of the processes that ranks leave
+// behind, so that reapOrphans can reap them. It comes before the first rank
+// starts: what a rank leaves behind before it would go to init.
+func becomeSubreaper() {
+	// Processes that ranks leave behind are reparented to mpirun rather
+	// than to init, so that mpirun can reap them.
+	unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+}
+
+// drain ends what is left of the ranks and collects what they said last:
+// it kills every rank's group, waits until their output has been forwarded,
+// and gives the PMI server a moment to read their last notices. It comes
+// after supervise, once every rank has been reaped, and before
+// reportFailures, whose verdict rests on those notices.
+func (j *job) drain(outputs *sync.WaitGroup) {
+	// Ranks' background children and the output they hold go too.
+	j.signalAll(syscall.SIGKILL)
+	outputs.Wait()
+	// The notices of lost peers that ranks sent before they ended are read
+	// (their PMI conversations are over) unless a child holds the socket.
+	deadline := time.After(200 * time.Millisecond)
+	for _, rs := range j.ranks {
+		select {
+		case <-rs.served:
+		case <-deadline:
+		}
+	}
+}
 
 // groups returns the process group of every rank that was started.
 func (j *job) groups() []int {

@@ -13,6 +13,26 @@ import (
 	"syscall"
 )
 
+// startRanks starts every rank in rank order; each one's output is
+// forwarded and its exit reported from its start (watch). It returns the
+// write end of rank 0's standard input. When a rank cannot start it
+// returns the error, naming the rank, and leaves the ranks already started
+// to the caller to end. It comes after startServer: the ranks' environment
+// names the job and the server's port, and each rank is served as it starts.
+func (j *job) startRanks(outputs *sync.WaitGroup) (io.WriteCloser, error) {
+	var stdin0 io.WriteCloser
+	for r := 0; r < j.o.np; r++ {
+		w, err := j.startRank(r, outputs)
+		if err != nil {
+			return nil, fmt.Errorf("starting rank %d: %w", r, err)
+		}
+		if r == 0 {
+			stdin0 = w
+		}
+	}
+	return stdin0, nil
+}
+
 // startRank starts one rank in its own process group, bound to its core,
 // with its PMI socket as fd 3. It returns the write end of its stdin for
 // rank 0.

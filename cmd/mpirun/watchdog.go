@@ -44,7 +44,8 @@ type watchdogState struct {
 	restarts int
 }
 
-// startWatchdog starts the first watchdog.
+// startWatchdog starts the first watchdog. It comes before the first rank
+// starts, so that every rank's group is known to a watchdog from its start.
 func (j *job) startWatchdog() error {
 	j.wdMu.Lock()
 	defer j.wdMu.Unlock()
