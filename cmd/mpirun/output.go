@@ -64,6 +64,8 @@ func (j *job) forward(rank int, r *os.File, w io.Writer, wg *sync.WaitGroup) {
 	}
 }
 
+// logf prints one of mpirun's own messages on its standard error, under
+// outMu as forward writes, so that it never lands inside a rank's line.
 func (j *job) logf(format string, a ...any) {
 	j.outMu.Lock()
 	defer j.outMu.Unlock()

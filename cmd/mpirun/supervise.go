@@ -146,6 +146,8 @@ func deathStatus(ws syscall.WaitStatus) int {
 	return 1
 }
 
+// signalName is s's description for mpirun's messages: "Killed",
+// "Terminated".
 func signalName(s syscall.Signal) string {
 	n := s.String()
 	if n == "" {
