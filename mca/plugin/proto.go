@@ -12,11 +12,15 @@
 // framework-specific halves live with their frameworks
 // (frameworks/coll/collplugin) and plug in here with RegisterAdapter.
 //
-// The wire is gRPC with a hand-written service of three methods whose
-// messages are protobuf BytesValues: Describe and Open carry JSON, Query
-// carries the framework's own encoding. No code generation is needed, and
-// everything the host reads from a plugin goes through a parser that
-// returns errors (and is fuzzed).
+// The wire is gRPC with a service of three methods whose messages are
+// protobuf BytesValues: Describe and Open carry JSON, Query carries the
+// framework's own encoding. plugin.proto is its schema, for plugins in
+// other languages, and docs/plugin-wire.md describes the rest (the
+// go-plugin handshake, the JSON, a coll schedule's binary form); the Go
+// side declares the same service by hand (rpc.go), so that building gompi
+// needs no code generation, and the tests check the two agree. Everything
+// the host reads from a plugin goes through a parser that returns errors
+// (and is fuzzed).
 package plugin
 
 import (

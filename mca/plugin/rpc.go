@@ -39,6 +39,10 @@ func method(name string, call func(s service, ctx context.Context, in []byte) ([
 	}
 }
 
+// serviceDesc is the service of plugin.proto, declared by hand rather than
+// generated (so that building gompi needs no protoc); the package's tests
+// compile plugin.proto and check that the two agree. Metadata names the
+// .proto as generated code would.
 var serviceDesc = grpc.ServiceDesc{
 	ServiceName: serviceName,
 	HandlerType: (*service)(nil),
@@ -47,7 +51,7 @@ var serviceDesc = grpc.ServiceDesc{
 		method("Open", service.Open),
 		method("Query", service.Query),
 	},
-	Metadata: "gompi/plugin.v1",
+	Metadata: "mca/plugin/plugin.proto",
 }
 
 // rpcClient calls a guest's service.
