@@ -3,6 +3,8 @@ package collplugin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -11,12 +13,17 @@ import (
 	"github.com/gompi/gompi/mpierr"
 )
 
-func barrierReply(t testing.TB, size, rank int) []byte {
+// dissemination is the dissemination barrier's schedule.
+func dissemination(size, rank int) *schedule.Schedule {
 	s := &schedule.Schedule{Op: coll.Barrier, Size: size, Rank: rank, Parts: 1}
 	for k := 1; k < size; k <<= 1 {
 		s.Rounds = append(s.Rounds, []schedule.Step{{Kind: schedule.Send, Peer: (rank + k) % size}, {Kind: schedule.Recv, Peer: (rank - k + size) % size}})
 	}
-	b, err := json.Marshal(reply{Schedules: map[string][]byte{"barrier": s.Encode()}})
+	return s
+}
+
+func barrierReply(t testing.TB, size, rank int) []byte {
+	b, err := json.Marshal(reply{Schedules: map[string][]byte{"barrier": dissemination(size, rank).Encode()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,4 +80,32 @@ func FuzzParseReply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _ = parseReply(b, 4, 1)
 	})
+}
+
+// docs/plugin-wire.md's coll query is the host's request and the guest's
+// reply byte for byte, and its handshake table gives coll's protocol
+// version as the coll API's major number.
+func TestWireDocQuery(t *testing.T) {
+	b, err := os.ReadFile("../../../docs/plugin-wire.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	req, _ := json.Marshal(request{Size: 4, Rank: 1})
+	g := Guest{Ops: []coll.Op{coll.Barrier}, Schedule: func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+		return dissemination(size, rank), nil
+	}}
+	rep, err := g.answer(nil, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Request: `" + string(req) + "`",
+		"\n" + string(rep) + "\n",
+		fmt.Sprintf("| `coll` | %d |", coll.Framework.API.Major),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/plugin-wire.md does not say %s", want)
+		}
+	}
 }
