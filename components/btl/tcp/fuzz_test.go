@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
 )
 
 // Fuzz targets for everything the tcp BTL reads from outside: the
@@ -278,6 +281,68 @@ func FuzzCard(f *testing.F) {
 		}
 		if !bytes.Equal(encodeCard(addrs), b) {
 			t.Fatalf("card does not re-encode to its bytes")
+		}
+	})
+}
+
+// FuzzSelectAddrs: btl_tcp_if_include and btl_tcp_if_exclude are the
+// user's text. One list, as either parameter, is refused with an
+// ErrUnsupportedParam error naming the parameter, or selects usable
+// addresses of the interfaces, each once, none of the disabled family;
+// when it works as both, what it includes and what it excludes split the
+// usable addresses between them.
+func FuzzSelectAddrs(f *testing.F) {
+	for _, s := range []string{"lo", "192.0.2.0/24,eth1", "127.0.0.1", "fd00::/8", "lo,10.0.0.0/8", "127.0.0.1/8,nosuch", "10.0.0.0/99",
+		"ifb0", "::ffff:10.1.2.3", "fe80::/10,eth0", " eth0 , lo "} {
+		f.Add(s, uint8(0))
+	}
+	f.Add("eth0", uint8(2)) // IPv6 disabled
+	f.Fuzz(func(t *testing.T, list string, family uint8) {
+		disabled := []int{familyNone, familyIPv4, familyIPv6}[family%3]
+		reg := params.NewRegistry()
+		p := reg.Register(params.Def{Name: "btl_tcp_test_list", Framework: "btl", Component: "tcp", Type: params.List, Level: 1})
+		reg.Freeze()
+		vals, err := params.Resolve(reg, params.Sources{CommandLine: []params.Setting{{Name: p.Name(), Value: list}}})
+		if err != nil {
+			return // not a list: the parameter system refuses it
+		}
+		v, none := vals.Get(p), listValue(t, "")
+		var usable []string
+		for _, ifc := range testIfaces {
+			for _, pr := range ifc.addrs {
+				if a := pr.Addr(); ifc.up && familyOf(a) != disabled && !(a.Is6() && a.IsLinkLocalUnicast()) {
+					usable = append(usable, ifc.name+"="+a.String())
+				}
+			}
+		}
+		sel := func(inc, exc params.Value) ([]string, bool) {
+			s, err := selectAddrs(testIfaces, "btl_tcp_if_include", inc, "btl_tcp_if_exclude", exc, disabled)
+			if err != nil {
+				if !errors.Is(err, mpierr.ErrUnsupportedParam) || !strings.Contains(err.Error(), "btl_tcp_if_") {
+					t.Fatalf("%q: %v lacks ErrUnsupportedParam or the parameter", list, err)
+				}
+				return nil, false
+			}
+			got := addrsOf(s)
+			for i, a := range got {
+				if !slices.Contains(usable, a) || slices.Contains(got[:i], a) {
+					t.Fatalf("%q selected %s: not usable, or twice (usable: %s)", list, a, usable)
+				}
+			}
+			return got, true
+		}
+		all, _ := sel(none, none)
+		inc, incOK := sel(v, none)
+		exc, excOK := sel(none, v)
+		if !slices.Equal(all, usable) {
+			t.Fatalf("no list selected %s, want %s", all, usable)
+		}
+		if incOK && excOK && len(v.List()) > 0 { // an empty list includes all
+			for _, a := range all {
+				if slices.Contains(inc, a) == slices.Contains(exc, a) {
+					t.Fatalf("%q both includes and excludes %s, or neither (included %s, the rest %s)", list, a, inc, exc)
+				}
+			}
 		}
 	})
 }
