@@ -3,6 +3,7 @@ package params
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -13,21 +14,33 @@ import (
 	"github.com/gompi/gompi/mpierr"
 )
 
-// readParamFile reads one parameter file, choosing the syntax by extension.
+// maxParamFile bounds what readParamFile reads: a parameter is a line of
+// tens of bytes, and mca_base_param_files naming a device or a huge file by
+// mistake must not take all memory.
+const maxParamFile = 16 << 20
+
+// readParamFile reads one parameter file, choosing the syntax by extension
+// (checked first: /dev/zero is no parameter file).
 func readParamFile(path string) ([]setting, error) {
-	data, err := os.ReadFile(path)
+	parse := map[string]func(string, []byte) ([]setting, error){".toml": ParseTOMLFile, ".conf": ParseConfFile}[strings.ToLower(filepath.Ext(path))]
+	if parse == nil {
+		return nil, mpierr.Errorf(mpierr.ErrUnsupportedParam,
+			"parameter file %s: unknown format %q; accepted extensions: .toml (TOML), .conf (name = value lines)",
+			path, filepath.Ext(path))
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "reading parameter file: %w", err)
 	}
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".toml":
-		return ParseTOMLFile(path, data)
-	case ".conf":
-		return ParseConfFile(path, data)
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxParamFile+1))
+	if err != nil {
+		return nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "reading parameter file %s: %w", path, err)
 	}
-	return nil, mpierr.Errorf(mpierr.ErrUnsupportedParam,
-		"parameter file %s: unknown format %q; accepted extensions: .toml (TOML), .conf (name = value lines)",
-		path, filepath.Ext(path))
+	if len(data) > maxParamFile {
+		return nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "parameter file %s is larger than %d MiB", path, maxParamFile>>20)
+	}
+	return parse(path, data)
 }
 
 func fileError(path string, line int, format string, a ...any) error {

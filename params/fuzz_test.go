@@ -1,6 +1,9 @@
 package params
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -75,4 +78,27 @@ func FuzzParamFile(f *testing.F) {
 		}
 		scanTOMLKeyLines(data) // must not panic on text the decoder refuses either
 	})
+}
+
+// A parameter file is read up to a bound, and only with a known extension:
+// mca_base_param_files naming /dev/zero or a huge file is an error, not all
+// of memory.
+func TestParamFileBounded(t *testing.T) {
+	if _, err := readParamFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "unknown format") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.conf")
+	if err := os.WriteFile(big, []byte("btl = self\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := readParamFile(big); err != nil || len(s) != 1 {
+		t.Fatalf("%s: %v, %v", big, s, err)
+	}
+	if err := os.Truncate(big, maxParamFile+1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readParamFile(big); err == nil || !strings.Contains(err.Error(), "is larger than") {
+		msg := fmt.Sprint(err)
+		t.Errorf("a file of %d bytes: %.200s", maxParamFile+1, msg)
+	}
 }
