@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gompi/gompi/datatype"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -62,20 +63,12 @@ func wrapErr(op string, l *group, err error) error {
 	return fmt.Errorf("lwgrp: %s (rank %d of %d): %w", op, l.rank, l.size, err)
 }
 
-// exactly checks that a message brought what was expected.
-func exactly(got, want, from int) error {
-	if got != want {
-		return mpierr.Errorf(mpierr.ErrCount, "parent rank %d sent %d bytes where %d were expected: the members passed different counts", from, got, want)
-	}
-	return nil
-}
-
 func (l *group) sendrecv(send []byte, dst int, recv []byte, src, tag int) error {
 	st, err := l.t.Sendrecv(send, dst, tag, recv, src, tag)
 	if err != nil {
 		return err
 	}
-	return exactly(st.Count, len(recv), src)
+	return pml.Exactly(st.Count, len(recv), src)
 }
 
 func (l *group) recv(buf []byte, src, tag int) error {
@@ -83,7 +76,7 @@ func (l *group) recv(buf []byte, src, tag int) error {
 	if err != nil {
 		return err
 	}
-	return exactly(st.Count, len(buf), src)
+	return pml.Exactly(st.Count, len(buf), src)
 }
 
 // Barrier is the dissemination barrier: in round d every member signals
@@ -147,15 +140,6 @@ func bcastBytes(l *group, b []byte, root, tag int) error {
 	return nil
 }
 
-// reducer binds op to T with lwgrp's error.
-func reducer[T datatype.Elem](name string, op *Op) (datatype.Reducer, error) {
-	r, err := datatype.ReducerFor[T](op)
-	if err != nil {
-		return r, fmt.Errorf("lwgrp: %s: %w", name, err)
-	}
-	return r, nil
-}
-
 // Allreduce combines every member's send, element by element in rank
 // order (so a non-commutative op is fine), into every member's recv; send
 // and recv may be the same slice. Recursive doubling on the largest power
@@ -168,9 +152,9 @@ func Allreduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int) er
 	if err := chainOK("Allreduce", l, tag); err != nil {
 		return err
 	}
-	red, err := reducer[T]("Allreduce", op)
+	red, err := datatype.ReducerFor[T](op)
 	if err != nil {
-		return err
+		return wrapErr("Allreduce", l, err)
 	}
 	if len(send) != len(recv) {
 		return mpierr.Errorf(mpierr.ErrCount, "lwgrp: Allreduce: %d elements to send, %d to receive", len(send), len(recv))
@@ -189,9 +173,9 @@ func Reduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, root, tag int)
 	if err := checkRoot("Reduce", l, root); err != nil {
 		return err
 	}
-	red, err := reducer[T]("Reduce", op)
+	red, err := datatype.ReducerFor[T](op)
 	if err != nil {
-		return err
+		return wrapErr("Reduce", l, err)
 	}
 	if l.rank == root && len(send) != len(recv) {
 		return mpierr.Errorf(mpierr.ErrCount, "lwgrp: Reduce: %d elements to send, %d to receive at the root", len(send), len(recv))
@@ -278,12 +262,12 @@ func allreduceBytes(l *group, send, recv []byte, red datatype.Reducer, tag, root
 			return err
 		}
 		if st.Count != 1+m && st.Count != 1+2*m {
-			return exactly(st.Count, 1+m, partner)
+			return pml.Exactly(st.Count, 1+m, partner)
 		}
 		theirs := part{lo: in[1 : 1+m], hasHi: in[0] == 1}
 		if theirs.hasHi {
 			if st.Count != 1+2*m {
-				return exactly(st.Count, 1+2*m, partner)
+				return pml.Exactly(st.Count, 1+2*m, partner)
 			}
 			theirs.hi = in[1+m : 1+2*m]
 		}
@@ -326,9 +310,9 @@ func scan[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int, name st
 	if err := chainOK(name, l, tag); err != nil {
 		return err
 	}
-	red, err := reducer[T](name, op)
+	red, err := datatype.ReducerFor[T](op)
 	if err != nil {
-		return err
+		return wrapErr(name, l, err)
 	}
 	if len(send) != len(recv) {
 		return mpierr.Errorf(mpierr.ErrCount, "lwgrp: %s: %d elements to send, %d to receive", name, len(send), len(recv))

@@ -5,7 +5,7 @@
 // log-time collectives need: each member holds O(log n) addresses, and
 // making or splitting a group costs no context id and no agreement.
 //
-// Groups run over a parent's point-to-point calls (Transport, which
+// Groups run over a parent's point-to-point calls (pml.Transport, which
 // *mpi.Comm satisfies), with a tag the caller picks: the tag is the
 // group's context, so collectives that may run at the same time on
 // overlapping groups need different tags. Package mpi uses lwgrp inside
@@ -29,27 +29,13 @@ import (
 	"github.com/gompi/gompi/mpierr"
 )
 
-// Transport is what a group needs of its parent: its size, this process's
-// rank, and point-to-point calls between parent ranks with a tag. Status
-// and Request are the PML's (mpi.Status and mpi.Request are the same
-// types), so *mpi.Comm satisfies it.
-type Transport interface {
-	Rank() int
-	Size() int
-	Send(buf []byte, dst, tag int) error
-	Recv(buf []byte, src, tag int) (pml.Status, error)
-	Sendrecv(sendbuf []byte, dst, sendtag int, recvbuf []byte, src, recvtag int) (pml.Status, error)
-	Isend(buf []byte, dst, tag int) (*pml.Request, error)
-	Irecv(buf []byte, src, tag int) (*pml.Request, error)
-}
-
 // ProcNull is the address of no member: past the ends of a chain.
 const ProcNull = pml.ProcNull
 
 // Chain is a group in which each member knows its left and right
 // neighbours' parent ranks; the ends have ProcNull outside.
 type Chain struct {
-	t           Transport
+	t           pml.Transport
 	rank, size  int // in the group
 	left, right int // parent ranks
 }
@@ -61,7 +47,7 @@ type Ring struct{ Chain }
 // members 2^d hops left and right, d = 0 … ⌈log2 n⌉-1 (ProcNull past the
 // ends).
 type LogChain struct {
-	t           Transport
+	t           pml.Transport
 	rank, size  int
 	left, right []int
 }
@@ -114,7 +100,7 @@ func levels(n int) int {
 }
 
 // checkList validates a list of parent ranks and finds this process in it.
-func checkList(t Transport, ranks []int) (me int, err error) {
+func checkList(t pml.Transport, ranks []int) (me int, err error) {
 	if t == nil {
 		return 0, mpierr.Errorf(mpierr.ErrComm, "lwgrp: no parent")
 	}
@@ -142,7 +128,7 @@ func checkList(t Transport, ranks []int) (me int, err error) {
 	return me, nil
 }
 
-func allRanks(t Transport) []int {
+func allRanks(t pml.Transport) []int {
 	r := make([]int, t.Size())
 	for i := range r {
 		r[i] = i
@@ -152,7 +138,7 @@ func allRanks(t Transport) []int {
 
 // ChainFromList makes the chain of the given parent ranks, in that order;
 // this process must be one of them. Local: no message.
-func ChainFromList(t Transport, ranks []int) (*Chain, error) {
+func ChainFromList(t pml.Transport, ranks []int) (*Chain, error) {
 	me, err := checkList(t, ranks)
 	if err != nil {
 		return nil, err
@@ -168,7 +154,7 @@ func ChainFromList(t Transport, ranks []int) (*Chain, error) {
 }
 
 // RingFromList is ChainFromList with the ends joined.
-func RingFromList(t Transport, ranks []int) (*Ring, error) {
+func RingFromList(t pml.Transport, ranks []int) (*Ring, error) {
 	c, err := ChainFromList(t, ranks)
 	if err != nil {
 		return nil, err
@@ -179,12 +165,12 @@ func RingFromList(t Transport, ranks []int) (*Ring, error) {
 }
 
 // LogChainFromList makes the logchain of the given parent ranks. Local.
-func LogChainFromList(t Transport, ranks []int) (*LogChain, error) {
+func LogChainFromList(t pml.Transport, ranks []int) (*LogChain, error) {
 	return logFromList(t, ranks, false)
 }
 
 // LogRingFromList makes the logring of the given parent ranks. Local.
-func LogRingFromList(t Transport, ranks []int) (*LogRing, error) {
+func LogRingFromList(t pml.Transport, ranks []int) (*LogRing, error) {
 	l, err := logFromList(t, ranks, true)
 	if err != nil {
 		return nil, err
@@ -192,7 +178,7 @@ func LogRingFromList(t Transport, ranks []int) (*LogRing, error) {
 	return &LogRing{*l}, nil
 }
 
-func logFromList(t Transport, ranks []int, wrap bool) (*LogChain, error) {
+func logFromList(t pml.Transport, ranks []int, wrap bool) (*LogChain, error) {
 	me, err := checkList(t, ranks)
 	if err != nil {
 		return nil, err
@@ -218,10 +204,10 @@ func logFromList(t Transport, ranks []int, wrap bool) (*LogChain, error) {
 }
 
 // The groups of every parent rank, in the parent's order. Local.
-func ChainFromComm(t Transport) (*Chain, error)       { return ChainFromList(t, allRanks(t)) }
-func RingFromComm(t Transport) (*Ring, error)         { return RingFromList(t, allRanks(t)) }
-func LogChainFromComm(t Transport) (*LogChain, error) { return LogChainFromList(t, allRanks(t)) }
-func LogRingFromComm(t Transport) (*LogRing, error)   { return LogRingFromList(t, allRanks(t)) }
+func ChainFromComm(t pml.Transport) (*Chain, error)       { return ChainFromList(t, allRanks(t)) }
+func RingFromComm(t pml.Transport) (*Ring, error)         { return RingFromList(t, allRanks(t)) }
+func LogChainFromComm(t pml.Transport) (*LogChain, error) { return LogChainFromList(t, allRanks(t)) }
+func LogRingFromComm(t pml.Transport) (*LogRing, error)   { return LogRingFromList(t, allRanks(t)) }
 
 // ChainFromRing cuts a ring between its last and first members. Local.
 func ChainFromRing(r *Ring) *Chain {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/datatype"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/lwgrp/lwgrptest"
 	"github.com/gompi/gompi/mpi"
@@ -16,8 +17,8 @@ import (
 	"github.com/gompi/gompi/mpitest"
 )
 
-// *mpi.Comm is a Transport: mpi can use lwgrp, lwgrp needs no mpi.
-var _ lwgrp.Transport = (*mpi.Comm)(nil)
+// *mpi.Comm is a pml.Transport: mpi can use lwgrp, lwgrp needs no mpi.
+var _ pml.Transport = (*mpi.Comm)(nil)
 
 func sizes() []int {
 	if testing.Short() {
@@ -80,7 +81,7 @@ func TestCollectives(t *testing.T) {
 // x is member i's input element j.
 func x(i, j int) int64 { return int64(i*1000 + j + 1) }
 
-func checkAll(t lwgrp.Transport, members []int) error {
+func checkAll(t pml.Transport, members []int) error {
 	ring, err := lwgrp.RingFromList(t, members)
 	if err != nil {
 		return err

@@ -4,12 +4,13 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
 
-// Undefined, as a color or bin, puts a member in no group: Split and
-// SplitBin give it nil.
-const Undefined = -32766
+// Undefined (MPI_UNDEFINED), as a color or bin, puts a member in no
+// group: Split and SplitBin give it nil.
+const Undefined = pml.Undefined
 
 // Split partitions the group by color: the members that pass one color
 // form a new LogRing, ordered by key and then by rank in this group. No

@@ -82,9 +82,15 @@ func (x collComm) Send(buf []byte, dst, tag int) error {
 	return x.c.inst.p2p.pml.Send(&x.c.pc, buf, dst, tag, pml.Standard)
 }
 
-func (x collComm) Recv(buf []byte, src, tag int) (int, error) {
+func (x collComm) Recv(buf []byte, src, tag int) (st pml.Status, err error) {
 	env, err := x.c.inst.p2p.pml.Recv(&x.c.pc, buf, src, tag)
-	return env.Count, err
+	// Field by field, as Comm.Recv does (see pml.Envelope).
+	st.Source, st.Tag, st.Count, st.Err = env.Source, env.Tag, env.Count, err
+	return st, err
+}
+
+func (x collComm) Sendrecv(sbuf []byte, dst, stag int, rbuf []byte, src, rtag int) (pml.Status, error) {
+	return pml.PostedSendrecv(x, sbuf, dst, stag, rbuf, src, rtag)
 }
 
 func (x collComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {

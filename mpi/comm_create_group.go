@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -79,7 +80,7 @@ const cidWindowWords = 4
 // not a power of two), and all take the lowest id left; a window with none
 // free everywhere sends them on to the next.
 func (c *Comm) createGroupLwgrp(g *Group, members []int, tag int) (*Comm, error) {
-	var t lwgrp.Transport = c
+	var t pml.Transport = c
 	if c.inst.groupTransport != nil {
 		t = c.inst.groupTransport(c)
 	}

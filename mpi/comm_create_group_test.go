@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/gompi/gompi/lwgrp"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/lwgrp/lwgrptest"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
@@ -161,7 +161,7 @@ func TestCreateGroupRounds(t *testing.T) {
 				return nil // not a member: never called
 			}
 			var lt *lwgrptest.Lamport
-			r.WrapCreateGroupTransport(func(c *mpi.Comm) lwgrp.Transport { lt = &lwgrptest.Lamport{Transport: c}; return lt })
+			r.WrapCreateGroupTransport(func(c *mpi.Comm) pml.Transport { lt = &lwgrptest.Lamport{Transport: c}; return lt })
 			g, err := w.Group().Incl(members)
 			if err != nil {
 				return err

@@ -1,10 +1,10 @@
 package mpi
 
-import "github.com/gompi/gompi/lwgrp"
+import "github.com/gompi/gompi/frameworks/pml"
 
 // WrapCreateGroupTransport makes CreateGroup's lwgrp algorithm talk
 // through f(parent) instead of the parent: tests count its rounds.
-func (i *Instance) WrapCreateGroupTransport(f func(*Comm) lwgrp.Transport) { i.groupTransport = f }
+func (i *Instance) WrapCreateGroupTransport(f func(*Comm) pml.Transport) { i.groupTransport = f }
 
 // ContextID is the communicator's context id: tests check that ids are
 // reused after Free.

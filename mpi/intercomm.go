@@ -169,9 +169,9 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 	}
 	fail := func(err error) (*Comm, error) { return nil, fmt.Errorf("mpi: %s on %s: %w", op, c.name, err) }
 	b := bridge{local: c.local, leader: 0, swap: func(mine, theirs []int64) error {
-		n, err := coll.Sendrecv(collComm{c}, datatype.Bytes(mine), 0, datatype.Bytes(theirs), 0, tagMerge)
-		if err == nil && n != 8*len(theirs) {
-			err = mpierr.Errorf(mpierr.ErrCount, "the other group's leader sent %d bytes, want %d", n, 8*len(theirs))
+		st, err := collComm{c}.Sendrecv(datatype.Bytes(mine), 0, tagMerge, datatype.Bytes(theirs), 0, tagMerge)
+		if err == nil && st.Count != 8*len(theirs) {
+			err = mpierr.Errorf(mpierr.ErrCount, "the other group's leader sent %d bytes, want %d", st.Count, 8*len(theirs))
 		}
 		return err
 	}}

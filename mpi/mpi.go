@@ -23,7 +23,7 @@ import (
 
 	_ "github.com/gompi/gompi/components/builtin"
 	"github.com/gompi/gompi/frameworks/btl"
-	"github.com/gompi/gompi/lwgrp"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -71,7 +71,7 @@ type Instance struct {
 	p2p p2pState
 	// groupTransport, when set (tests: export_test.go), wraps the parent
 	// that CreateGroup's lwgrp algorithm talks through, to count rounds.
-	groupTransport func(*Comm) lwgrp.Transport
+	groupTransport func(*Comm) pml.Transport
 	// reducers caches ops bound to element types (coll.go), and
 	// lastReducer the last one looked up: a loop of one reduction finds it
 	// with two compares instead of a map lookup (hashing the key cost an

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/lwgrp"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -186,7 +187,7 @@ func sent(inst *mpi.Instance) uint64 {
 
 // lwgrpAllreduce builds a logring of members (from the list, or from a
 // ring by pointer jumping) and runs one 8-byte Allreduce over it.
-func lwgrpAllreduce(t lwgrp.Transport, members []int, jump bool) error {
+func lwgrpAllreduce(t pml.Transport, members []int, jump bool) error {
 	var g *lwgrp.LogRing
 	var err error
 	if jump {

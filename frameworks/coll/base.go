@@ -5,28 +5,10 @@ import (
 	"fmt"
 
 	"github.com/gompi/gompi/frameworks/pml"
-	"github.com/gompi/gompi/mpierr"
 )
 
 // Helpers shared by the algorithms of every component (Open MPI's
 // coll/base): exchanges, waits, and the checks of what arrived.
-
-// Sendrecv sends sbuf to dst and receives into rbuf from src at once, so
-// that pairs of ranks exchange without deadlock. It returns the bytes
-// received.
-func Sendrecv(c Comm, sbuf []byte, dst int, rbuf []byte, src, tag int) (int, error) {
-	rr, err := c.Irecv(rbuf, src, tag)
-	if err != nil {
-		return 0, err
-	}
-	if err := c.Send(sbuf, dst, tag); err != nil {
-		rr.Cancel()
-		rr.Wait()
-		return 0, err
-	}
-	st, err := rr.Wait()
-	return st.Count, err
-}
 
 // SmallExchange is the largest message Exchange sends before it receives.
 // Below every BTL's eager limit, a blocking send completes without its
@@ -38,15 +20,16 @@ const SmallExchange = 1024
 // Exchange is Sendrecv for the pairwise steps of algorithms: small
 // messages go as a blocking Send then a blocking Recv (no request, and the
 // LLP when there is one: at 2 ranks an 8-byte allreduce costs about half),
-// larger ones as Sendrecv.
+// larger ones as Sendrecv. It returns the bytes received.
 func Exchange(c Comm, sbuf []byte, dst int, rbuf []byte, src, tag int) (int, error) {
+	var st pml.Status
+	var err error
 	if len(sbuf) > SmallExchange {
-		return Sendrecv(c, sbuf, dst, rbuf, src, tag)
+		st, err = c.Sendrecv(sbuf, dst, tag, rbuf, src, tag)
+	} else if err = c.Send(sbuf, dst, tag); err == nil {
+		st, err = c.Recv(rbuf, src, tag)
 	}
-	if err := c.Send(sbuf, dst, tag); err != nil {
-		return 0, err
-	}
-	return c.Recv(rbuf, src, tag)
+	return st.Count, err
 }
 
 // WaitAll waits for every request (nil ones are skipped) and joins their
@@ -65,18 +48,18 @@ func WaitAll(reqs ...*pml.Request) error {
 // means the ranks passed mismatched sizes, an ErrCount error that names
 // both.
 func RecvExactly(c Comm, buf []byte, src, tag int) error {
-	n, err := c.Recv(buf, src, tag)
+	st, err := c.Recv(buf, src, tag)
 	if err != nil {
 		return fmt.Errorf("coll: %s: from rank %d: %w", c.Name(), src, err)
 	}
-	return Exactly(c, n, len(buf), src)
+	return Exactly(c, st.Count, len(buf), src)
 }
 
-// Exactly checks that n bytes arrived from src where want were expected.
+// Exactly checks that n bytes arrived from src where want were expected
+// (pml.Exactly), naming the communicator and the rank that expected them.
 func Exactly(c Comm, n, want, src int) error {
-	if n != want {
-		return mpierr.Errorf(mpierr.ErrCount, "coll: %s: rank %d sent %d bytes where rank %d expected %d: the ranks passed different sizes",
-			c.Name(), src, n, c.Rank(), want)
+	if err := pml.Exactly(n, want, src); err != nil {
+		return fmt.Errorf("coll: %s, at rank %d: %w", c.Name(), c.Rank(), err)
 	}
 	return nil
 }

@@ -169,27 +169,18 @@ type Args struct {
 // error ends this rank's part; other ranks may then wait for it, as in MPI.
 type Func func(c Comm, a *Args) error
 
-// Comm is what an algorithm sees of a communicator. Its methods are safe
-// for concurrent use; an algorithm may have several requests in flight.
+// Comm is what an algorithm sees of a communicator: the point-to-point
+// calls of pml.Transport in the collectives' own context (tags are those of
+// Tag, and no user receive ever matches them), its name, and whether a
+// low-latency path reaches every rank. Its methods are safe for concurrent
+// use; an algorithm may have several requests in flight.
 type Comm interface {
-	// Rank is this process's rank in the communicator, Size the number of
-	// ranks.
-	Rank() int
-	Size() int
-	// Name names the communicator in logs and errors.
-	Name() string
-
-	// Send, Recv, Isend and Irecv are point-to-point between ranks of the
-	// communicator, in the collectives' own context: tags are those of
-	// Tag, and no user receive ever matches them. Messages between a pair
-	// with one tag arrive in the order sent. Recv returns the number of
-	// bytes received; a message longer than buf fails with ErrTruncate.
 	// Send is blocking and, when LLP reports true, takes the low-latency
 	// path for small messages; Isend never does.
-	Send(buf []byte, dst, tag int) error
-	Recv(buf []byte, src, tag int) (int, error)
-	Isend(buf []byte, dst, tag int) (*pml.Request, error)
-	Irecv(buf []byte, src, tag int) (*pml.Request, error)
+	pml.Transport
+
+	// Name names the communicator in logs and errors.
+	Name() string
 
 	// LLP reports whether a low-latency path reaches every other rank of
 	// the communicator: a small blocking Send then goes straight into a
@@ -221,7 +212,7 @@ type InterComponent interface {
 // (MPI_ROOT and MPI_PROC_NULL, Open MPI's values).
 const (
 	Root     = -4
-	ProcNull = -2
+	ProcNull = pml.ProcNull
 )
 
 // Tag is the tag of an operation's messages; phase tells apart the

@@ -1,4 +1,4 @@
-// Package lwgrptest helps test code that runs over an lwgrp.Transport:
+// Package lwgrptest helps test code that runs over a pml.Transport:
 // Lamport wraps one and counts the rounds of what runs over it.
 package lwgrptest
 
@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/gompi/gompi/frameworks/pml"
-	"github.com/gompi/gompi/lwgrp"
 )
 
 // Lamport is a Transport that counts rounds: every message carries its
@@ -16,7 +15,7 @@ import (
 // members is its number of rounds. Its blocking calls are counted; Isend
 // and Irecv pass through uncounted (lwgrp's algorithms do not use them).
 type Lamport struct {
-	lwgrp.Transport
+	pml.Transport
 	mu    sync.Mutex
 	clock int64
 }

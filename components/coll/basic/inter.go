@@ -42,7 +42,7 @@ func interBarrier(c coll.Comm, a *coll.Args) error {
 	}
 	var token [1]byte
 	if local.Rank() == 0 {
-		if _, err := coll.Sendrecv(c, token[:], 0, token[:], 0, coll.Tag(coll.Barrier, 0)); err != nil {
+		if _, err := c.Sendrecv(token[:], 0, coll.Tag(coll.Barrier, 0), token[:], 0, coll.Tag(coll.Barrier, 0)); err != nil {
 			return err
 		}
 	}
@@ -93,9 +93,10 @@ func interAllreduce(c coll.Comm, a *coll.Args) error {
 		return err
 	}
 	if local.Rank() == 0 {
-		n, err := coll.Sendrecv(c, mine, 0, a.Recv, 0, coll.Tag(coll.Allreduce, 0))
-		if err == nil && n != len(a.Recv) {
-			err = mpierr.Errorf(mpierr.ErrCount, "coll basic: allreduce on %s: the other group reduced %d bytes, this one %d", c.Name(), n, len(a.Recv))
+		tag := coll.Tag(coll.Allreduce, 0)
+		st, err := c.Sendrecv(mine, 0, tag, a.Recv, 0, tag)
+		if err == nil && st.Count != len(a.Recv) {
+			err = mpierr.Errorf(mpierr.ErrCount, "coll basic: allreduce on %s: the other group reduced %d bytes, this one %d", c.Name(), st.Count, len(a.Recv))
 		}
 		if err != nil {
 			return err

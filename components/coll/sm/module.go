@@ -217,10 +217,11 @@ func (m *module) setup(c coll.Comm) error {
 		return m.settle(verdict[0] == 1, problem)
 	}
 	var buf [256]byte
-	k, err := c.Recv(buf[:], 0, tagName)
+	st, err := c.Recv(buf[:], 0, tagName)
 	if err != nil {
 		return err
 	}
+	k := st.Count
 	ok := []byte{0}
 	if k > 0 {
 		if problem = m.attach(owner, string(buf[:k]), size); problem == nil {

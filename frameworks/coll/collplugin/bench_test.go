@@ -15,12 +15,15 @@ import (
 // shape is a communicator as Query sees it: a size and a rank.
 type shape struct{ size, rank int }
 
-func (s shape) Rank() int                                    { return s.rank }
-func (s shape) Size() int                                    { return s.size }
-func (s shape) Name() string                                 { return "bench" }
-func (s shape) LLP() bool                                    { return false }
-func (s shape) Send([]byte, int, int) error                  { panic("not for sending") }
-func (s shape) Recv([]byte, int, int) (int, error)           { panic("not for sending") }
+func (s shape) Rank() int                                 { return s.rank }
+func (s shape) Size() int                                 { return s.size }
+func (s shape) Name() string                              { return "bench" }
+func (s shape) LLP() bool                                 { return false }
+func (s shape) Send([]byte, int, int) error               { panic("not for sending") }
+func (s shape) Recv([]byte, int, int) (pml.Status, error) { panic("not for sending") }
+func (s shape) Sendrecv([]byte, int, int, []byte, int, int) (pml.Status, error) {
+	panic("not for sending")
+}
 func (s shape) Isend([]byte, int, int) (*pml.Request, error) { panic("not for sending") }
 func (s shape) Irecv([]byte, int, int) (*pml.Request, error) { panic("not for sending") }
 

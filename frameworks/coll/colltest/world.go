@@ -229,13 +229,16 @@ func (c *comm) Send(buf []byte, dst, tag int) error {
 	return err
 }
 
-func (c *comm) Recv(buf []byte, src, tag int) (int, error) {
+func (c *comm) Recv(buf []byte, src, tag int) (pml.Status, error) {
 	r, err := c.Irecv(buf, src, tag)
 	if err != nil {
-		return 0, err
+		return pml.Status{}, err
 	}
-	st, err := r.Wait()
-	return st.Count, err
+	return r.Wait()
+}
+
+func (c *comm) Sendrecv(sbuf []byte, dst, stag int, rbuf []byte, src, rtag int) (pml.Status, error) {
+	return pml.PostedSendrecv(c, sbuf, dst, stag, rbuf, src, rtag)
 }
 
 // Leftover reports messages nobody received and receives nobody matched:

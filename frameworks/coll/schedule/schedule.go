@@ -244,9 +244,9 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 					continue
 				}
 				dst := region(st.Dst, st.First, st.End)
-				n, err := c.Recv(dst, st.Peer, tag)
+				got, err := c.Recv(dst, st.Peer, tag)
 				if err == nil {
-					err = coll.Exactly(c, n, len(dst), st.Peer)
+					err = coll.Exactly(c, got.Count, len(dst), st.Peer)
 				}
 				if err != nil {
 					return err
