@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/gompi/gompi/components/common/shmem"
-	"github.com/gompi/gompi/internal/release"
+	"github.com/gompi/gompi/components/common/release"
 )
 
 // The slots of a box are used round robin: message k (counting from 0 over
