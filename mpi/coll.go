@@ -3,6 +3,7 @@ package mpi
 import (
 	"fmt"
 	"reflect"
+	"sync"
 	"unsafe"
 
 	"github.com/gompi/gompi/datatype"
@@ -68,6 +69,43 @@ func NewOp[T Elem](name string, f func(in, inout []T), commutative bool) *Op {
 // Allgatherv, Scatterv or ReduceScatter) sends and keeps nothing, in place
 // or not.
 
+// collTables are the collective tables of an instance's communicators that
+// are not freed: Finalize closes them, so that what their modules hold (coll
+// sm's shared segments) goes with the instance, not with the process.
+type collTables struct {
+	mu sync.Mutex
+	m  map[*coll.Table]struct{}
+}
+
+func (s *collTables) keep(t *coll.Table) {
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[*coll.Table]struct{}{}
+	}
+	s.m[t] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *collTables) drop(t *coll.Table) {
+	s.mu.Lock()
+	delete(s.m, t)
+	s.mu.Unlock()
+}
+
+// closeAll closes every table kept, at Finalize.
+func (s *collTables) closeAll() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var first error
+	for t := range s.m {
+		if err := t.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	s.m = nil
+	return first
+}
+
 // collComm is a communicator as coll algorithms see it: its point-to-point
 // in the collectives' own tags, which the checks of the user's calls refuse
 // and AnyTag never matches.
@@ -76,14 +114,14 @@ type collComm struct{ c *Comm }
 func (x collComm) Rank() int    { return x.c.pc.Rank }
 func (x collComm) Size() int    { return x.c.pc.Size }
 func (x collComm) Name() string { return x.c.name }
-func (x collComm) LLP() bool    { return x.c.inst.p2p.pml.LLPReaches(&x.c.pc) }
+func (x collComm) LLP() bool    { return x.c.inst.pml.LLPReaches(&x.c.pc) }
 
 func (x collComm) Send(buf []byte, dst, tag int) error {
-	return x.c.inst.p2p.pml.Send(&x.c.pc, buf, dst, tag, pml.Standard)
+	return x.c.inst.pml.Send(&x.c.pc, buf, dst, tag, pml.Standard)
 }
 
 func (x collComm) Recv(buf []byte, src, tag int) (st pml.Status, err error) {
-	env, err := x.c.inst.p2p.pml.Recv(&x.c.pc, buf, src, tag)
+	env, err := x.c.inst.pml.Recv(&x.c.pc, buf, src, tag)
 	// Field by field, as Comm.Recv does (see pml.Envelope).
 	st.Source, st.Tag, st.Count, st.Err = env.Source, env.Tag, env.Count, err
 	return st, err
@@ -94,11 +132,11 @@ func (x collComm) Sendrecv(sbuf []byte, dst, stag int, rbuf []byte, src, rtag in
 }
 
 func (x collComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {
-	return x.c.inst.p2p.pml.Isend(&x.c.pc, buf, dst, tag, pml.Standard)
+	return x.c.inst.pml.Isend(&x.c.pc, buf, dst, tag, pml.Standard)
 }
 
 func (x collComm) Irecv(buf []byte, src, tag int) (*pml.Request, error) {
-	return x.c.inst.p2p.pml.Irecv(&x.c.pc, buf, src, tag)
+	return x.c.inst.pml.Irecv(&x.c.pc, buf, src, tag)
 }
 
 // The coll.Node methods, for components that work through shared memory
@@ -108,7 +146,7 @@ func (x collComm) Runtime() *rte.Runtime { return x.c.inst.rt }
 
 func (x collComm) WorldRank(r int) int { return x.c.pc.Group.World(r) }
 
-func (x collComm) Until(cond func() bool) error { return x.c.inst.p2p.pml.Engine().Until(nil, cond) }
+func (x collComm) Until(cond func() bool) error { return x.c.inst.pml.Engine().Until(nil, cond) }
 
 // CollTable says which component fills each collective slot of c, as
 // "barrier=tuned bcast=tuned …" (coll_base_verbose 10 logs the same).

@@ -95,7 +95,7 @@ func (c *Comm) reduceMaxAll(v int, ok bool) (int, bool, error) {
 
 // agreeCID finds a context id free in every process of c and marks it used.
 func (c *Comm) agreeCID() (int, error) {
-	ids := &c.inst.p2p.cids
+	ids := &c.inst.cids
 	from := 2
 	for {
 		mine := ids.lowestFreeFrom(from)
@@ -163,12 +163,12 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 	}
 	me := g.g.Rank(c.pc.Group.World(c.pc.Rank))
 	if n == 0 || me == group.Undefined {
-		c.inst.p2p.cids.set(cid, false)
+		c.inst.cids.set(cid, false)
 		return nil, nil
 	}
 	nc, err := c.inst.newComm(uint16(cid), g.g, fmt.Sprintf("%s.create(%d)", c.name, cid))
 	if err != nil {
-		c.inst.p2p.cids.set(cid, false)
+		c.inst.cids.set(cid, false)
 		return nil, err
 	}
 	return nc, nil
@@ -183,11 +183,11 @@ func (c *Comm) Free() error {
 	if c.pc.CID < 2 {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: Free of %s: the world and self communicators cannot be freed", c.name)
 	}
-	c.inst.p2p.dropTable(c.coll)
+	c.inst.collTables.drop(c.coll)
 	if err := c.coll.Close(); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}
-	if err := c.inst.p2p.pml.DelComm(&c.pc); err != nil {
+	if err := c.inst.pml.DelComm(&c.pc); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}
 	if c.local != nil {
@@ -195,7 +195,7 @@ func (c *Comm) Free() error {
 			return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 		}
 	}
-	c.inst.p2p.cids.set(int(c.pc.CID), false)
+	c.inst.cids.set(int(c.pc.CID), false)
 	c.freed.Store(true)
 	return nil
 }

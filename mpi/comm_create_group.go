@@ -88,7 +88,7 @@ func (c *Comm) createGroupLwgrp(g *Group, members []int, tag int) (*Comm, error)
 	if err != nil {
 		return nil, err
 	}
-	ids := &c.inst.p2p.cids
+	ids := &c.inst.cids
 	for base := 0; base <= maxCID; base += 64 * cidWindowWords {
 		mine := ids.reserveWindow(base, cidWindowWords)
 		all := make([]uint64, cidWindowWords)

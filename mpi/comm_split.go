@@ -24,7 +24,7 @@ func (c *Comm) Dup() (*Comm, error) {
 	}
 	nc, err := c.inst.newComm(uint16(cid), c.pc.Group, fmt.Sprintf("%s.dup(%d)", c.name, cid))
 	if err != nil {
-		c.inst.p2p.cids.set(cid, false)
+		c.inst.cids.set(cid, false)
 		return nil, err
 	}
 	return nc, nil
@@ -87,7 +87,7 @@ func (c *Comm) split(op string, color, key int) (*Comm, error) {
 		return nil, fmt.Errorf("mpi: Comm.%s of %s: %w", op, c.name, err)
 	}
 	if members == nil {
-		c.inst.p2p.cids.set(cid, false)
+		c.inst.cids.set(cid, false)
 		return nil, nil
 	}
 	g, err := c.inst.groups.ops.Incl(c.pc.Group, members)
@@ -97,6 +97,6 @@ func (c *Comm) split(op string, color, key int) (*Comm, error) {
 			return nc, nil
 		}
 	}
-	c.inst.p2p.cids.set(cid, false)
+	c.inst.cids.set(cid, false)
 	return nil, fmt.Errorf("mpi: Comm.%s of %s: %w", op, c.name, err)
 }

@@ -123,7 +123,7 @@ func (c *Comm) IntercommCreate(localLeader int, peer *Comm, remoteLeader, tag in
 	}
 	nc, err := c.inst.newInterComm(uint16(cid), c, remote, fmt.Sprintf("%s.inter(%d)", c.name, cid))
 	if err != nil {
-		c.inst.p2p.cids.set(cid, false)
+		c.inst.cids.set(cid, false)
 		return fail(err)
 	}
 	return nc, nil
@@ -139,18 +139,18 @@ func (i *Instance) newInterComm(cid uint16, local *Comm, remote *group.Group, na
 	lc.name = name + ".local"
 	c := &Comm{inst: i, name: name, local: lc}
 	c.pc = pml.Comm{CID: cid, Group: remote, Rank: local.pc.Rank, Size: remote.Size(), Local: local.pc.Group}
-	if err := i.p2p.pml.AddComm(&c.pc); err != nil {
+	if err := i.pml.AddComm(&c.pc); err != nil {
 		lc.Free()
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
 	t, err := coll.ResolveInter(i.base, interColl{collComm{c}})
 	if err != nil {
-		i.p2p.pml.DelComm(&c.pc)
+		i.pml.DelComm(&c.pc)
 		lc.Free()
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
 	c.coll = t
-	i.p2p.keepTable(t)
+	i.collTables.keep(t)
 	return c, nil
 }
 
@@ -198,7 +198,7 @@ func (c *Comm) Merge(high bool) (*Comm, error) {
 	}
 	nc, err := c.inst.newComm(uint16(cid), g, fmt.Sprintf("%s.merge(%d)", c.name, cid))
 	if err != nil {
-		c.inst.p2p.cids.set(cid, false)
+		c.inst.cids.set(cid, false)
 		return fail(err)
 	}
 	return nc, nil
@@ -232,7 +232,7 @@ func (b bridge) exchange(mine []int64) ([]int64, error) {
 // as agreeCID does in one: each group reduces, the leaders combine, and
 // both groups follow the same steps to the same id.
 func (c *Comm) agreeCIDAcross(b bridge) (int, error) {
-	ids := &c.inst.p2p.cids
+	ids := &c.inst.cids
 	from := 2
 	for {
 		mine := ids.lowestFreeFrom(from)

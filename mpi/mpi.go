@@ -23,6 +23,7 @@ import (
 
 	_ "github.com/gompi/gompi/components/builtin"
 	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -58,17 +59,29 @@ type Options struct {
 	Exit func(code int)
 }
 
-// Instance is one initialized MPI process.
+// Instance is one initialized MPI process: the layers Init sets up, from
+// the launcher's runtime down to the communicators it makes.
 type Instance struct {
 	rt   *rte.Runtime
 	base *mca.Base
-	bml  *btl.BML
 	exit func(int)
 	// groups is the group module and the world and self groups (group.go).
 	groups groupState
-	// p2p is the PML, the LLPs and the world and self communicators
-	// (p2p.go).
-	p2p p2pState
+	// bml is the byte transfer layer: the selected BTLs, per peer.
+	bml *btl.BML
+	// llps are the selected low-latency paths (none is fine), pml the
+	// point-to-point layer over the BML and the LLPs.
+	llps []llp.Module
+	pml  pml.Module
+	// world and self are MPI_COMM_WORLD (context id 0) and MPI_COMM_SELF
+	// (1); cids are the context ids in use (comm_create.go).
+	world, self *Comm
+	cids        cidSet
+	// collTables are the collective tables of the communicators not freed
+	// (coll.go), which Finalize closes.
+	collTables collTables
+	// down is set by Finalize and Abort: calls fail with ErrComm after it.
+	down atomic.Bool
 	// groupTransport, when set (tests: export_test.go), wraps the parent
 	// that CreateGroup's lwgrp algorithm talks through, to count rounds.
 	groupTransport func(*Comm) pml.Transport
@@ -130,8 +143,12 @@ func InitWith(o Options) (*Instance, error) {
 	return inst, nil
 }
 
-// setup selects the transports, exchanges business cards, and connects the
-// layers.
+// setup brings the layers up, bottom to top, as Open MPI's ompi_mpi_init
+// does: groups, the BTLs and LLPs (which publish their business cards),
+// the modex fence, the BML over the peers' cards, the PML, the world and
+// self communicators (each with its collective table), and the launcher's
+// barrier. A failure releases what was set up: goroutine ranks of a failed
+// Init must not leave listeners or mappings behind.
 func (i *Instance) setup() error {
 	// Groups first: they are local, and a bad group setting should stop
 	// Init before any transport starts.
@@ -142,42 +159,104 @@ func (i *Instance) setup() error {
 	if err != nil {
 		return err
 	}
-	// From here on a failure releases what was set up: goroutine ranks of a
-	// failed Init must not leave listeners or mappings behind.
-	undo := func(err error) error {
-		if i.bml != nil {
-			i.bml.Finalize()
-		}
-		i.p2p.finalize()
+	llps, err := llp.Select(i.base, i.rt)
+	if err != nil {
+		btl.FinalizeSelected(transports)
 		return err
 	}
-	if err := i.p2p.selectLLP(i.base, i.rt); err != nil {
-		btl.FinalizeSelected(transports)
-		return undo(err)
+	for _, m := range llps {
+		i.llps = append(i.llps, m.Module)
 	}
 	// The first fence publishes the components' business cards; it is also
 	// Init's barrier.
 	if err := i.rt.Modex().Fence(context.Background()); err != nil {
 		btl.FinalizeSelected(transports)
-		return undo(err)
+		return i.undoSetup(err)
 	}
 	if i.bml, err = btl.NewBML(i.base, i.rt, transports); err != nil {
-		return undo(err) // NewBML finalized the transports
+		return i.undoSetup(err) // NewBML finalized the transports
 	}
-	setupErr := i.p2p.setup(i)
+	setupErr := i.setupComms()
 	// No rank leaves Init before every rank has set up its transports (as
 	// Open MPI's MPI_Init ends with a barrier): a rank that returns and exits
 	// at once must not pull the ground from under a peer still adding it.
 	// That holds for a rank whose setup failed too (no collective fills an
 	// operation, say): undoing removes segments its peers may still be
 	// mapping, and they would report that instead of the real cause.
-	if err := i.p2p.barrier(i.rt); err != nil && setupErr == nil {
+	if err := i.launcherBarrier(); err != nil && setupErr == nil {
 		setupErr = err
 	}
 	if setupErr != nil {
-		return undo(setupErr)
+		return i.undoSetup(setupErr)
 	}
 	return nil
+}
+
+// setupComms selects the PML, once the BML exists, and makes the world
+// (context id 0) and self (context id 1) communicators.
+func (i *Instance) setupComms() error {
+	m, _, err := pml.Select(i.base, &pml.Env{Runtime: i.rt, BML: i.bml, LLP: i.llps})
+	if err != nil {
+		return err
+	}
+	i.pml = m
+	i.cids.set(0, true)
+	i.cids.set(1, true)
+	if i.world, err = i.newComm(0, i.groups.world, "MPI_COMM_WORLD"); err != nil {
+		return err
+	}
+	i.self, err = i.newComm(1, i.groups.self, "MPI_COMM_SELF")
+	return err
+}
+
+// undoSetup releases the layers a failed setup brought up and returns err.
+func (i *Instance) undoSetup(err error) error {
+	i.finalizeLayers()
+	return err
+}
+
+// launcherBarrier is the launcher's barrier, as Init and Finalize end and
+// begin: it waits through the engine's policy (sleeping until the launcher
+// answers, where waits sleep), progressing meanwhile so that what peers
+// still need from this process (control messages, queued fragments) goes
+// out.
+func (i *Instance) launcherBarrier() error {
+	if i.pml == nil {
+		return i.rt.Barrier()
+	}
+	eng := i.pml.Engine()
+	var err error
+	var done atomic.Bool
+	go func() {
+		err = i.rt.Barrier()
+		done.Store(true)
+		eng.Wake()
+	}()
+	if werr := eng.UntilEvent(nil, done.Load); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// finalizeLayers releases, top down, the PML, the LLPs and the BML (with
+// its BTLs), whichever are up, and returns the first error.
+func (i *Instance) finalizeLayers() error {
+	i.down.Store(true)
+	var err error
+	if i.pml != nil {
+		err = i.pml.Finalize()
+	}
+	for _, l := range i.llps {
+		if lerr := l.Finalize(); lerr != nil && err == nil {
+			err = fmt.Errorf("llp %s: %w", l.Name(), lerr)
+		}
+	}
+	if i.bml != nil {
+		if berr := i.bml.Finalize(); berr != nil && err == nil {
+			err = berr
+		}
+	}
+	return err
 }
 
 // launcherLost runs when the connection to the launcher of a rank process
@@ -240,16 +319,14 @@ func (i *Instance) Finalize() error {
 	i.finalized = true
 	i.mu.Unlock()
 	// Wait for everyone, so that no rank leaves while a peer may still need
-	// it; then close components and say goodbye to the launcher.
-	err := i.p2p.barrier(i.rt)
-	if cerr := i.p2p.closeTables(); err == nil {
+	// it; then close the communicators' collectives and the layers, top
+	// down, and say goodbye to the launcher.
+	err := i.launcherBarrier()
+	if cerr := i.collTables.closeAll(); err == nil {
 		err = cerr
 	}
-	if perr := i.p2p.finalize(); err == nil {
-		err = perr
-	}
-	if berr := i.bml.Finalize(); err == nil {
-		err = berr
+	if lerr := i.finalizeLayers(); err == nil {
+		err = lerr
 	}
 	if cerr := i.base.Close(); err == nil {
 		err = cerr
@@ -277,7 +354,7 @@ func (i *Instance) Abort(code int) {
 	i.mu.Lock()
 	i.finalized = true
 	i.mu.Unlock()
-	i.p2p.down.Store(true)
+	i.down.Store(true)
 	i.rt.Abort(code, fmt.Sprintf("rank %d called Abort(%d)", i.Rank(), code))
 	i.exit(code)
 }

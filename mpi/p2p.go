@@ -4,16 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
-	"github.com/gompi/gompi/frameworks/coll"
-	"github.com/gompi/gompi/frameworks/group"
-	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
-	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
-	"github.com/gompi/gompi/rte"
 )
 
 // Special ranks and tags for point-to-point calls (ProcNull and Undefined are
@@ -48,129 +41,6 @@ type Message = pml.Message
 // fall-backs, messages per protocol).
 type PMLStats = pml.Stats
 
-// p2pState is an Instance's point-to-point layer: the PML, the LLPs, and the
-// two predefined communicators.
-type p2pState struct {
-	pml         pml.Module
-	llps        []llp.Module
-	world, self *Comm
-	// down is set by Finalize and Abort: calls fail with ErrComm after it.
-	down atomic.Bool
-	// cids are the context ids in use (comm_create.go).
-	cids cidSet
-	// tables are the collective tables of the communicators not freed:
-	// Finalize closes them, so that what their modules hold (coll sm's
-	// shared segments) goes with the instance, not with the process.
-	tablesMu sync.Mutex
-	tables   map[*coll.Table]struct{}
-}
-
-// keepTable records a new communicator's table; dropTable forgets a freed
-// one's.
-func (s *p2pState) keepTable(t *coll.Table) {
-	s.tablesMu.Lock()
-	if s.tables == nil {
-		s.tables = map[*coll.Table]struct{}{}
-	}
-	s.tables[t] = struct{}{}
-	s.tablesMu.Unlock()
-}
-
-func (s *p2pState) dropTable(t *coll.Table) {
-	s.tablesMu.Lock()
-	delete(s.tables, t)
-	s.tablesMu.Unlock()
-}
-
-// closeTables closes every table not freed, at Finalize.
-func (s *p2pState) closeTables() error {
-	s.tablesMu.Lock()
-	defer s.tablesMu.Unlock()
-	var first error
-	for t := range s.tables {
-		if err := t.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	s.tables = nil
-	return first
-}
-
-// selectLLP selects the low-latency paths. It runs before the modex fence,
-// so that they can publish their business cards.
-func (s *p2pState) selectLLP(b *mca.Base, rt *rte.Runtime) error {
-	sel, err := llp.Select(b, rt)
-	if err != nil {
-		return err
-	}
-	for _, m := range sel {
-		s.llps = append(s.llps, m.Module)
-	}
-	return nil
-}
-
-// setup selects the PML, once the BML exists, and makes the world (context
-// id 0) and self (context id 1) communicators.
-func (s *p2pState) setup(i *Instance) error {
-	m, _, err := pml.Select(i.base, &pml.Env{Runtime: i.rt, BML: i.bml, LLP: s.llps})
-	if err != nil {
-		return err
-	}
-	s.pml = m
-	s.cids.set(0, true)
-	s.cids.set(1, true)
-	if s.world, err = i.newComm(0, i.groups.world, "MPI_COMM_WORLD"); err != nil {
-		return err
-	}
-	s.self, err = i.newComm(1, i.groups.self, "MPI_COMM_SELF")
-	return err
-}
-
-// barrier is the launcher's barrier, as Init and Finalize end and begin:
-// it waits through the engine's policy (sleeping until the launcher
-// answers, where waits sleep), progressing meanwhile so that what peers
-// still need from this process (control messages, queued fragments) goes
-// out.
-func (s *p2pState) barrier(rt *rte.Runtime) error {
-	if s.pml == nil {
-		return rt.Barrier()
-	}
-	eng := s.pml.Engine()
-	var err error
-	var done atomic.Bool
-	go func() {
-		err = rt.Barrier()
-		done.Store(true)
-		eng.Wake()
-	}()
-	if werr := eng.UntilEvent(nil, done.Load); werr != nil {
-		return werr
-	}
-	return err
-}
-
-// finalize releases the PML and the LLPs; the BTLs go after.
-func (s *p2pState) finalize() error {
-	s.down.Store(true)
-	var err error
-	if s.pml != nil {
-		err = s.pml.Finalize()
-	}
-	for _, l := range s.llps {
-		if lerr := l.Finalize(); lerr != nil && err == nil {
-			err = fmt.Errorf("llp %s: %w", l.Name(), lerr)
-		}
-	}
-	return err
-}
-
-// CommWorld returns the communicator of all the job's processes
-// (MPI_COMM_WORLD).
-func (i *Instance) CommWorld() *Comm { return i.p2p.world }
-
-// CommSelf returns the communicator of this process alone (MPI_COMM_SELF).
-func (i *Instance) CommSelf() *Comm { return i.p2p.self }
-
 // BufferAttach gives buffered sends (Bsend, Ibsend) the space they copy
 // messages into (MPI_Buffer_attach). Size it as the sum of (message size +
 // BsendOverhead) of the messages that may be buffered at once. The buffer
@@ -179,7 +49,7 @@ func (i *Instance) BufferAttach(buf []byte) error {
 	if err := i.p2pUp("BufferAttach"); err != nil {
 		return err
 	}
-	return i.p2p.pml.BufferAttach(buf)
+	return i.pml.BufferAttach(buf)
 }
 
 // BufferDetach waits until every buffered message has left, then returns the
@@ -188,7 +58,7 @@ func (i *Instance) BufferDetach() ([]byte, error) {
 	if err := i.p2pUp("BufferDetach"); err != nil {
 		return nil, err
 	}
-	return i.p2p.pml.BufferDetach()
+	return i.pml.BufferDetach()
 }
 
 // WaitStats are the counters of an instance's sleeping waits: how often a
@@ -200,117 +70,34 @@ type WaitStats = pml.WaitStats
 
 // WaitStats returns the counters of the instance's sleeping waits.
 func (i *Instance) WaitStats() WaitStats {
-	if i.p2p.pml == nil {
+	if i.pml == nil {
 		return WaitStats{}
 	}
-	return i.p2p.pml.Engine().Stats()
+	return i.pml.Engine().Stats()
 }
 
 // WaitPolicy returns what the instance's waits do when idle: poll only, or
 // poll, yield and sleep (mpi_yield_when_idle), with the budgets and why.
 func (i *Instance) WaitPolicy() pml.Policy {
-	if i.p2p.pml == nil {
+	if i.pml == nil {
 		return pml.Policy{}
 	}
-	return i.p2p.pml.Engine().Policy()
+	return i.pml.Engine().Policy()
 }
 
 // PMLStats returns the point-to-point counters: how many blocking sends the
 // low-latency path took (LLPHits) and refused (LLPFallbacks), and how many
 // messages each protocol carried.
 func (i *Instance) PMLStats() PMLStats {
-	if i.p2p.pml == nil {
+	if i.pml == nil {
 		return PMLStats{}
 	}
-	return i.p2p.pml.Stats()
+	return i.pml.Stats()
 }
 
 func (i *Instance) p2pUp(op string) error {
-	if i.p2p.down.Load() || i.p2p.pml == nil {
+	if i.down.Load() || i.pml == nil {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s: the instance is finalized", op)
-	}
-	return nil
-}
-
-// Comm is a communicator: a group of processes and a context in which their
-// messages match. Every method is safe for concurrent use by several
-// goroutines. Ranks are ranks in the communicator.
-//
-// Errors wrap an MPI class, usable with errors.Is: ErrComm (a nil
-// communicator, or a finalized instance), ErrRank (a rank outside 0..Size()-1
-// that is not ProcNull, or AnySource for receives), ErrTag (a tag outside
-// 0..MaxTag, or AnyTag for receives), ErrTruncate (a message longer than the
-// receive buffer: the buffer holds its start, Status.Count says how much),
-// ErrBuffer (buffered sends without room), ErrProcAborted (the peer or the
-// job is lost), ErrPending (WaitContext gave up).
-type Comm struct {
-	inst  *Instance
-	pc    pml.Comm
-	name  string
-	freed atomic.Bool
-	// coll is the communicator's table of collectives (coll.go), and
-	// argPool the collectives' reusable arguments.
-	coll    *coll.Table
-	argPool sync.Pool
-	// local is, on an intercommunicator, a communicator of the local group
-	// with a context of its own, for the local phases of collectives; nil
-	// on an intracommunicator.
-	local *Comm
-}
-
-// newComm makes a communicator over g with a context id and tells the PML.
-func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, error) {
-	c := &Comm{inst: i, name: name}
-	c.pc = pml.Comm{CID: cid, Group: g, Rank: g.MyRank(), Size: g.Size()}
-	if err := i.p2p.pml.AddComm(&c.pc); err != nil {
-		return nil, fmt.Errorf("mpi: %s: %w", name, err)
-	}
-	t, err := coll.Resolve(i.base, collComm{c})
-	if err != nil {
-		i.p2p.pml.DelComm(&c.pc)
-		return nil, fmt.Errorf("mpi: %s: %w", name, err)
-	}
-	c.coll = t
-	i.p2p.keepTable(t)
-	return c, nil
-}
-
-// Rank returns this process's rank in the communicator.
-func (c *Comm) Rank() int { return c.pc.Rank }
-
-// Size returns the number of processes in the communicator.
-func (c *Comm) Size() int {
-	if c.pc.Local != nil {
-		return c.pc.Local.Size()
-	}
-	return c.pc.Size
-}
-
-// Group returns a new handle to the communicator's group (MPI_Comm_group).
-func (c *Comm) Group() *Group {
-	if c.pc.Local != nil {
-		return newGroup(c.inst.groups.ops, c.pc.Local)
-	}
-	return newGroup(c.inst.groups.ops, c.pc.Group)
-}
-
-// Name returns the communicator's name (MPI_COMM_WORLD, MPI_COMM_SELF).
-func (c *Comm) Name() string { return c.name }
-
-// Instance returns the instance the communicator belongs to.
-func (c *Comm) Instance() *Instance { return c.inst }
-
-// check returns the ErrComm error of a nil communicator or a finalized
-// instance.
-func (c *Comm) check(op string) error {
-	if c == nil || c.inst == nil {
-		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s: nil communicator: use Instance.CommWorld, CommSelf, or one made from them", op)
-	}
-	if c.inst.p2p.down.Load() {
-		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s on %s: the instance is finalized", op, c.name)
-	}
-	if c.freed.Load() {
-		return mpierr.Errorf(mpierr.ErrComm, "mpi: %s on %s: the communicator was freed", op, c.name)
 	}
 	return nil
 }
@@ -351,7 +138,7 @@ var procNullStatus = Status{Source: ProcNull, Tag: AnyTag}
 // completed returns a request that is already complete with st.
 func (c *Comm) completed(st Status) *Request {
 	r := new(Request)
-	r.Init(c.inst.p2p.pml.Engine(), nil)
+	r.Init(c.inst.pml.Engine(), nil)
 	r.Complete(st)
 	return r
 }
@@ -363,7 +150,7 @@ func (c *Comm) send(op string, buf []byte, dst, tag int, mode pml.SendMode) erro
 	if dst == ProcNull {
 		return nil
 	}
-	return c.inst.p2p.pml.Send(&c.pc, buf, dst, tag, mode)
+	return c.inst.pml.Send(&c.pc, buf, dst, tag, mode)
 }
 
 func (c *Comm) isend(op string, buf []byte, dst, tag int, mode pml.SendMode) (*Request, error) {
@@ -373,7 +160,7 @@ func (c *Comm) isend(op string, buf []byte, dst, tag int, mode pml.SendMode) (*R
 	if dst == ProcNull {
 		return c.completed(procNullStatus), nil
 	}
-	return c.inst.p2p.pml.Isend(&c.pc, buf, dst, tag, mode)
+	return c.inst.pml.Isend(&c.pc, buf, dst, tag, mode)
 }
 
 // Send sends buf to rank dst with tag, in standard mode: it returns when buf
@@ -436,7 +223,7 @@ func (c *Comm) Recv(buf []byte, src, tag int) (st Status, err error) {
 	if src == ProcNull {
 		return procNullStatus, nil
 	}
-	env, err := c.inst.p2p.pml.Recv(&c.pc, buf, src, tag)
+	env, err := c.inst.pml.Recv(&c.pc, buf, src, tag)
 	// Field by field into the result: a Status literal here is built in
 	// one temporary and copied to another (see pml.Envelope).
 	st.Source, st.Tag, st.Count, st.Err = env.Source, env.Tag, env.Count, err
@@ -451,7 +238,7 @@ func (c *Comm) Irecv(buf []byte, src, tag int) (*Request, error) {
 	if src == ProcNull {
 		return c.completed(procNullStatus), nil
 	}
-	return c.inst.p2p.pml.Irecv(&c.pc, buf, src, tag)
+	return c.inst.pml.Irecv(&c.pc, buf, src, tag)
 }
 
 // Sendrecv sends sendbuf to dst and receives into recvbuf from src at the
@@ -487,7 +274,7 @@ func (c *Comm) Probe(src, tag int) (Status, error) {
 	if src == ProcNull {
 		return procNullStatus, nil
 	}
-	return c.inst.p2p.pml.Probe(&c.pc, src, tag)
+	return c.inst.pml.Probe(&c.pc, src, tag)
 }
 
 // Iprobe reports whether a message from src with tag can be received now,
@@ -499,7 +286,7 @@ func (c *Comm) Iprobe(src, tag int) (Status, bool, error) {
 	if src == ProcNull {
 		return procNullStatus, true, nil
 	}
-	return c.inst.p2p.pml.Iprobe(&c.pc, src, tag)
+	return c.inst.pml.Iprobe(&c.pc, src, tag)
 }
 
 // Mprobe waits for a message from src with tag and takes it out of matching:
@@ -513,7 +300,7 @@ func (c *Comm) Mprobe(src, tag int) (*Message, Status, error) {
 	if src == ProcNull {
 		return pml.NoProcMessage(), procNullStatus, nil
 	}
-	return c.inst.p2p.pml.Mprobe(&c.pc, src, tag)
+	return c.inst.pml.Mprobe(&c.pc, src, tag)
 }
 
 // Improbe is Mprobe that does not wait: ok is false when no message matches
@@ -525,7 +312,7 @@ func (c *Comm) Improbe(src, tag int) (msg *Message, st Status, ok bool, err erro
 	if src == ProcNull {
 		return pml.NoProcMessage(), procNullStatus, true, nil
 	}
-	return c.inst.p2p.pml.Improbe(&c.pc, src, tag)
+	return c.inst.pml.Improbe(&c.pc, src, tag)
 }
 
 // checkMessage validates a matched-probe message.
@@ -550,7 +337,7 @@ func (c *Comm) Mrecv(buf []byte, m *Message) (Status, error) {
 	if m.IsNoProc() {
 		return procNullStatus, nil
 	}
-	return c.inst.p2p.pml.Mrecv(buf, m)
+	return c.inst.pml.Mrecv(buf, m)
 }
 
 // Imrecv starts receiving the message m into buf.
@@ -561,7 +348,7 @@ func (c *Comm) Imrecv(buf []byte, m *Message) (*Request, error) {
 	if m.IsNoProc() {
 		return c.completed(procNullStatus), nil
 	}
-	return c.inst.p2p.pml.Imrecv(buf, m)
+	return c.inst.pml.Imrecv(buf, m)
 }
 
 // Waitall waits for every request. statuses, when not nil, receives each
