@@ -172,7 +172,8 @@ const (
 	acceptSize = "a non-negative byte count in decimal or 0x hex, optionally followed by k, m or g (x1024, x1024², x1024³)"
 )
 
-// ParseBool parses the bool syntax of DESIGN §3.
+// ParseBool parses a bool: 1/0, true/false, yes/no, on/off or
+// enabled/disabled, in any case.
 func ParseBool(s string) (bool, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {
 	case "1", "true", "yes", "on", "enabled":

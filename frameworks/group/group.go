@@ -180,8 +180,8 @@ func Select(b *mca.Base) (Module, *mca.Entry, error) {
 }
 
 // checkSparseRequest refuses mpi_use_sparse_groups=1 together with a group
-// parameter that excludes the sparse component (DESIGN §6): silently
-// storing groups densely would hide the memory the user asked to save.
+// parameter that excludes the sparse component: silently storing groups
+// densely would hide the memory the user asked to save.
 func checkSparseRequest(b *mca.Base) error {
 	v := b.Lookup(SparseGroupsParam)
 	if !v.Bool() {

@@ -1503,7 +1503,8 @@ func expectRefused(t *testing.T, addr, hello string) {
 
 // TestClientSlurmPMI1: Slurm's pmi2 plugin also serves PMI-1 (GOMPI_PMI=1
 // under srun --mpi=pmi2), with rc first and a bare rc=1 for a missing key
-// (shared/reference/slurm-pmi2.md); a failure that says why stays an error.
+// (as a real srun answered, test/slurm/run.sh runs it); a failure that
+// says why stays an error.
 func TestClientSlurmPMI1(t *testing.T) {
 	pairs := [][2]string{
 		{"cmd=init pmi_version=1 pmi_subversion=1", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=1"},

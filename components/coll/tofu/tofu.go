@@ -1,5 +1,6 @@
-// Package tofu is the coll component of Fujitsu's K computer MPI as the
-// seed describes it: a barrier over the low-latency path, and nothing else.
+// Package tofu is the coll component of Fujitsu's K computer MPI, as
+// Fujitsu described it to Open MPI's developers in 2011: a barrier over the
+// low-latency path, and nothing else.
 // Every other slot is left empty and falls through to the modules below it
 // (tuned, basic), which is the point of the coll framework's layering.
 //

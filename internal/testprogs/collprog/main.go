@@ -48,9 +48,9 @@ func main() {
 	}
 }
 
-// recoverFrom is the recovery scenario of Comm.CreateGroup's seed: a rank
-// dies, the others notice through an operation with it, and go on among
-// themselves.
+// recoverFrom is the recovery use of MPI_Comm_create_group (Dinan et al.):
+// a rank dies, the others notice through an operation with it, and go on
+// among themselves with a communicator only they create.
 func recoverFrom(w *mpi.Comm, dead int) error {
 	if err := w.Barrier(); err != nil {
 		return err
