@@ -62,11 +62,11 @@ func ParseConfFile(path string, data []byte) ([]setting, error) {
 		}
 		name, value, ok := strings.Cut(text, "=")
 		if !ok {
-			return nil, fileError(path, line, "expected \"name = value\", found %q", text)
+			return nil, fileError(path, line, "expected \"name = value\", found %q", clip(text))
 		}
 		name = strings.TrimSpace(name)
 		if !paramNameRE.MatchString(name) {
-			return nil, fileError(path, line, "%q is not a parameter name (lower case letters, digits and '_', starting with a letter)", name)
+			return nil, fileError(path, line, "%q is not a parameter name (lower case letters, digits and '_', starting with a letter)", clip(name))
 		}
 		if prev, dup := seen[name]; dup {
 			return nil, fileError(path, line, "%s is already set on line %d", name, prev)
@@ -81,6 +81,18 @@ func ParseConfFile(path string, data []byte) ([]setting, error) {
 	return out, nil
 }
 
+// maxQuoted bounds the text an error quotes from a file: a line of
+// megabytes (a binary file given by mistake) makes a message, not a flood.
+const maxQuoted = 80
+
+// clip is s, or its first maxQuoted bytes and a count of the rest.
+func clip(s string) string {
+	if len(s) <= maxQuoted {
+		return s
+	}
+	return fmt.Sprintf("%s… (%d more bytes)", s[:maxQuoted], len(s)-maxQuoted)
+}
+
 // confValue removes a trailing comment and one pair of surrounding quotes.
 func confValue(s string) (string, error) {
 	s = strings.TrimSpace(s)
@@ -92,7 +104,7 @@ func confValue(s string) (string, error) {
 		}
 		rest := strings.TrimSpace(s[end+2:])
 		if rest != "" && rest[0] != '#' {
-			return "", fmt.Errorf("unexpected text %q after the quoted value", rest)
+			return "", fmt.Errorf("unexpected text %q after the quoted value", clip(rest))
 		}
 		return s[1 : end+1], nil
 	}
