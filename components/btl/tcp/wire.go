@@ -253,8 +253,11 @@ type frameReader struct {
 	r, w int // unread bytes are buf[r:w]
 	max  int // largest body accepted
 	// steerable, when set, says how many bytes of a frame's body to read
-	// before it can be steered (btl.Steer): space() then leaves room for
-	// no more, so that the payload is not read into buf. 0: not steerable.
+	// before it can be steered (btl.Steer): space() then grows or moves
+	// buf for no more than that, so that a large payload does not make buf
+	// large. It still returns all the free room, so a read may take some
+	// payload bytes along, which the steer copies once to their place.
+	// 0: not steerable.
 	steerable func(tag uint8, length int) int
 	// declined: the frame at r was offered and not steered; read it whole.
 	declined bool
