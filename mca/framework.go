@@ -2,6 +2,8 @@ package mca
 
 import (
 	"fmt"
+	"reflect"
+	"strings"
 
 	"github.com/gompi/gompi/params"
 )
@@ -50,8 +52,38 @@ type Framework struct {
 	// filled in. Read them by name with Base.Lookup.
 	Params []params.Def
 	// Check verifies that a component implements the framework's interface
-	// (its Query method); a non-nil error makes registration panic.
+	// (its Query method); a non-nil error makes registration panic. Frameworks
+	// set it to Implements[<their Component interface>]().
 	Check func(c Component) error
+}
+
+// Implements returns the Check of a framework whose components implement T,
+// an interface that embeds Component and adds the framework's methods (its
+// Query). The error of a component that does not implement T names the
+// component's type, the interface and the methods it adds, with their
+// signatures, so that the author sees what to write:
+//
+//	*x.Comp does not implement btl.Component (Query(*mca.Base, *rte.Runtime) (btl.Module, error))
+func Implements[T Component]() func(c Component) error {
+	t := reflect.TypeFor[T]()
+	if t.Kind() != reflect.Interface {
+		panic(fmt.Sprintf("mca: Implements[%s]: a framework's component type is an interface", t))
+	}
+	component := reflect.TypeFor[Component]()
+	var adds []string
+	for i := range t.NumMethod() {
+		m := t.Method(i)
+		if _, inherited := component.MethodByName(m.Name); !inherited {
+			adds = append(adds, m.Name+strings.TrimPrefix(m.Type.String(), "func"))
+		}
+	}
+	want := fmt.Sprintf("%s (%s)", t, strings.Join(adds, "; "))
+	return func(c Component) error {
+		if _, ok := c.(T); !ok {
+			return fmt.Errorf("%T does not implement %s", c, want)
+		}
+		return nil
+	}
 }
 
 func (f *Framework) usesPriorities() bool { return f.Priorities || f.Selection == SingleSelect }

@@ -24,7 +24,7 @@ var Framework = &mca.Framework{
 	Description: "Byte transfer layer: moves fragments between two processes",
 	API:         mca.Version{Major: 1, Minor: 0, Patch: 0},
 	Selection:   mca.MultiSelect,
-	Check:       check,
+	Check:       mca.Implements[Component](),
 }
 
 func init() { mca.RegisterFramework(Framework) }
@@ -261,13 +261,6 @@ type Component interface {
 	// rt.Modex().PutProc or PutNode here, and reads its peers' in AddProcs.
 	// It returns the module, or an error wrapping mca.ErrDeclined.
 	Query(b *mca.Base, rt *rte.Runtime) (Module, error)
-}
-
-func check(c mca.Component) error {
-	if _, ok := c.(Component); !ok {
-		return fmt.Errorf("%T does not implement btl.Component (Query(*mca.Base, *rte.Runtime) (btl.Module, error))", c)
-	}
-	return nil
 }
 
 // Select queries every btl component the instance may use.

@@ -48,7 +48,7 @@ var Framework = &mca.Framework{
 	Selection:   mca.MultiSelect,
 	Priorities:  true,
 	AllowEmpty:  true,
-	Check:       check,
+	Check:       mca.Implements[Component](),
 	Params: []params.Def{{
 		Name: ScratchKeepParam, Type: params.Size, Level: 6, Default: "64m",
 		Help: "Bytes of collectives' temporary buffers a communicator keeps between calls, so that large collectives " +
@@ -270,13 +270,6 @@ type Component interface {
 	// and a module for it, or an error wrapping mca.ErrDeclined (the reason
 	// shows at coll_base_verbose 10 and in Resolve's errors).
 	Query(b *mca.Base, comm Comm) (priority int, m Module, err error)
-}
-
-func check(c mca.Component) error {
-	if _, ok := c.(Component); !ok {
-		return fmt.Errorf("%T does not implement coll.Component (Query(*mca.Base, coll.Comm) (int, coll.Module, error))", c)
-	}
-	return nil
 }
 
 // Table is a communicator's resolved slot table.

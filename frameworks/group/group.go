@@ -14,8 +14,6 @@
 package group
 
 import (
-	"fmt"
-
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -34,7 +32,7 @@ var Framework = &mca.Framework{
 	Description: "Group storage: maps group ranks to world ranks, densely or relative to a parent",
 	API:         mca.Version{Major: 1, Minor: 0, Patch: 0},
 	Selection:   mca.SingleSelect,
-	Check:       check,
+	Check:       mca.Implements[Component](),
 	Params: []params.Def{{
 		Name: SparseGroupsParam, Type: params.Bool, Default: "false", Level: 2, Scope: params.ScopeAllEq,
 		Synonyms: []string{"mpi_use_sparse_group_storage"},
@@ -153,13 +151,6 @@ type Component interface {
 	// component's priority and module, or an error wrapping
 	// mca.ErrDeclined.
 	Query(b *mca.Base) (priority int, m Module, err error)
-}
-
-func check(c mca.Component) error {
-	if _, ok := c.(Component); !ok {
-		return fmt.Errorf("%T does not implement group.Component (Query(*mca.Base) (int, group.Module, error))", c)
-	}
-	return nil
 }
 
 // Select picks the instance's group store module. Before selecting it

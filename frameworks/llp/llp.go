@@ -35,8 +35,6 @@
 package llp
 
 import (
-	"fmt"
-
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/rte"
@@ -49,7 +47,7 @@ var Framework = &mca.Framework{
 	API:         mca.Version{Major: 1, Minor: 0, Patch: 0},
 	Selection:   mca.MultiSelect,
 	AllowEmpty:  true,
-	Check:       check,
+	Check:       mca.Implements[Component](),
 }
 
 func init() { mca.RegisterFramework(Framework) }
@@ -122,13 +120,6 @@ type Component interface {
 	// fence of Init. It returns the component's module, or an error wrapping
 	// mca.ErrDeclined.
 	Query(b *mca.Base, rt *rte.Runtime) (Module, error)
-}
-
-func check(c mca.Component) error {
-	if _, ok := c.(Component); !ok {
-		return fmt.Errorf("%T does not implement llp.Component (Query(*mca.Base, *rte.Runtime) (llp.Module, error))", c)
-	}
-	return nil
 }
 
 // Select returns the modules of every LLP the instance uses; none is fine.

@@ -40,7 +40,7 @@ var Framework = &mca.Framework{
 	Description: "Point-to-point messaging: MPI matching and protocols over the BTLs",
 	API:         mca.Version{Major: 1, Minor: 0, Patch: 0},
 	Selection:   mca.SingleSelect,
-	Check:       check,
+	Check:       mca.Implements[Component](),
 	Params:      waitParams,
 }
 
@@ -213,13 +213,6 @@ type Component interface {
 	// exists. It returns the component's priority and its module, or an
 	// error wrapping mca.ErrDeclined when it cannot serve this instance.
 	Query(b *mca.Base, env *Env) (priority int, m Module, err error)
-}
-
-func check(c mca.Component) error {
-	if _, ok := c.(Component); !ok {
-		return fmt.Errorf("%T does not implement pml.Component (Query(*mca.Base, *pml.Env) (int, pml.Module, error))", c)
-	}
-	return nil
 }
 
 // Select picks the instance's PML.
