@@ -286,35 +286,14 @@ type Table struct {
 // fills is an ErrComponentNotFound error naming the operations, the modules
 // asked, and the components excluded or declining.
 func Resolve(b *mca.Base, comm Comm) (*Table, error) {
-	sel, rep, err := mca.SelectReport(b, Framework, func(c mca.Component) (int, Module, error) {
-		return c.(Component).Query(b, comm)
+	return resolve(b, comm, selection{
+		kind: "communicator",
+		query: func(c mca.Component) (int, Module, error) {
+			return c.(Component).Query(b, comm)
+		},
+		required: Ops(),
+		sizes:    fmt.Sprintf("%d ranks", comm.Size()),
 	})
-	if err != nil {
-		return nil, fmt.Errorf("coll: communicator %s: %w", comm.Name(), err)
-	}
-	t := &Table{modules: sel}
-	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
-	t.fill()
-	var missing []string
-	for op := Op(0); op < NumOps; op++ {
-		if t.fns[op] == nil {
-			missing = append(missing, op.String())
-		}
-	}
-	if len(missing) > 0 {
-		t.Close()
-		var asked []string
-		for _, s := range sel {
-			asked = append(asked, fmt.Sprintf("%s (priority %d)", s.Entry.Info.Name, s.Priority))
-		}
-		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound,
-			"coll: communicator %s (%d ranks): no module fills %s; modules asked: %s; excluded: %s; declined: %s",
-			comm.Name(), comm.Size(), strings.Join(missing, ", "), listOrNone(asked), listOrNone(rep.Excluded), listOrNone(rep.Declined))
-	}
-	if log := b.Logger("coll"); log.V(mca.VerboseComponent) {
-		log.Log(mca.VerboseComponent, "slot table", "comm", comm.Name(), "size", comm.Size(), "table", t.String())
-	}
-	return t, nil
 }
 
 // ResolveInter is Resolve for an intercommunicator: it asks only the
@@ -323,26 +302,65 @@ func Resolve(b *mca.Base, comm Comm) (*Table, error) {
 // calling one is an ErrUnsupportedOp error. At least barrier must be
 // filled.
 func ResolveInter(b *mca.Base, comm Inter) (*Table, error) {
-	sel, rep, err := mca.SelectReport(b, Framework, func(c mca.Component) (int, Module, error) {
-		ic, ok := c.(InterComponent)
-		if !ok {
-			return 0, nil, mca.Decline("no intercommunicator algorithms")
-		}
-		return ic.QueryInter(b, comm)
+	return resolve(b, comm, selection{
+		kind: "intercommunicator",
+		query: func(c mca.Component) (int, Module, error) {
+			ic, ok := c.(InterComponent)
+			if !ok {
+				return 0, nil, mca.Decline("no intercommunicator algorithms")
+			}
+			return ic.QueryInter(b, comm)
+		},
+		required: []Op{Barrier},
+		sizes:    fmt.Sprintf("%d ranks, remote group of %d", comm.Size(), comm.RemoteSize()),
+		logKV:    []any{"remote_size", comm.RemoteSize()},
 	})
+}
+
+// selection is what differs between resolving the table of an
+// intracommunicator and of an intercommunicator.
+type selection struct {
+	// kind names the communicator's kind in errors: "communicator".
+	kind string
+	// query asks one component for a module.
+	query func(c mca.Component) (priority int, m Module, err error)
+	// required are the slots that must be filled.
+	required []Op
+	// sizes describes the communicator's size in errors: "4 ranks".
+	sizes string
+	// logKV are the log's key-value pairs beyond the name and size.
+	logKV []any
+}
+
+// resolve is Resolve and ResolveInter: select, fill, check the required
+// slots, log the table.
+func resolve(b *mca.Base, comm Comm, s selection) (*Table, error) {
+	sel, rep, err := mca.SelectReport(b, Framework, s.query)
 	if err != nil {
-		return nil, fmt.Errorf("coll: intercommunicator %s: %w", comm.Name(), err)
+		return nil, fmt.Errorf("coll: %s %s: %w", s.kind, comm.Name(), err)
 	}
 	t := &Table{modules: sel}
 	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
 	t.fill()
-	if t.fns[Barrier] == nil {
+	var missing []string
+	for _, op := range s.required {
+		if t.fns[op] == nil {
+			missing = append(missing, op.String())
+		}
+	}
+	if len(missing) > 0 {
 		t.Close()
+		var asked []string
+		for _, m := range sel {
+			asked = append(asked, fmt.Sprintf("%s (priority %d)", m.Entry.Info.Name, m.Priority))
+		}
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound,
-			"coll: intercommunicator %s: no module fills barrier; declined: %s; excluded: %s", comm.Name(), listOrNone(rep.Declined), listOrNone(rep.Excluded))
+			"coll: %s %s (%s): no module fills %s; modules asked: %s; excluded: %s; declined: %s",
+			s.kind, comm.Name(), s.sizes, strings.Join(missing, ", "), listOrNone(asked), listOrNone(rep.Excluded), listOrNone(rep.Declined))
 	}
 	if log := b.Logger("coll"); log.V(mca.VerboseComponent) {
-		log.Log(mca.VerboseComponent, "slot table", "comm", comm.Name(), "size", comm.Size(), "remote_size", comm.RemoteSize(), "table", t.String())
+		kv := append([]any{"comm", comm.Name(), "size", comm.Size()}, s.logKV...)
+		log.Log(mca.VerboseComponent, "slot table", append(kv, "table", t.String())...)
 	}
 	return t, nil
 }
