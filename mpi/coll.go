@@ -70,7 +70,7 @@ func NewOp[T Elem](name string, f func(in, inout []T), commutative bool) *Op {
 // or not.
 
 // collTables are the collective tables of an instance's communicators that
-// are not freed: Finalize closes them, so that what their modules hold (coll
+// are not freed: Finalize finalizes them, so that what their modules hold (coll
 // sm's shared segments) goes with the instance, not with the process.
 type collTables struct {
 	mu sync.Mutex
@@ -92,13 +92,13 @@ func (s *collTables) drop(t *coll.Table) {
 	s.mu.Unlock()
 }
 
-// closeAll closes every table kept, at Finalize.
-func (s *collTables) closeAll() error {
+// finalizeAll finalizes every table kept, at Finalize.
+func (s *collTables) finalizeAll() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var first error
 	for t := range s.m {
-		if err := t.Close(); err != nil && first == nil {
+		if err := t.Finalize(); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -141,6 +141,8 @@ func (x collComm) Irecv(buf []byte, src, tag int) (*pml.Request, error) {
 
 // The coll.Node methods, for components that work through shared memory
 // (they check themselves that every rank is on this node).
+
+var _ coll.Node = collComm{}
 
 func (x collComm) Runtime() *rte.Runtime { return x.c.inst.rt }
 

@@ -184,7 +184,7 @@ func (c *Comm) Free() error {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: Free of %s: the world and self communicators cannot be freed", c.name)
 	}
 	c.inst.collTables.drop(c.coll)
-	if err := c.coll.Close(); err != nil {
+	if err := c.coll.Finalize(); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}
 	if err := c.inst.pml.DelComm(&c.pc); err != nil {

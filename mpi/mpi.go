@@ -78,7 +78,7 @@ type Instance struct {
 	world, self *Comm
 	cids        cidSet
 	// collTables are the collective tables of the communicators not freed
-	// (coll.go), which Finalize closes.
+	// (coll.go), which Finalize finalizes.
 	collTables collTables
 	// down is set by Finalize and Abort: calls fail with ErrComm after it.
 	down atomic.Bool
@@ -319,10 +319,10 @@ func (i *Instance) Finalize() error {
 	i.finalized = true
 	i.mu.Unlock()
 	// Wait for everyone, so that no rank leaves while a peer may still need
-	// it; then close the communicators' collectives and the layers, top
+	// it; then finalize the communicators' collectives and the layers, top
 	// down, and say goodbye to the launcher.
 	err := i.launcherBarrier()
-	if cerr := i.collTables.closeAll(); err == nil {
+	if cerr := i.collTables.finalizeAll(); err == nil {
 		err = cerr
 	}
 	if lerr := i.finalizeLayers(); err == nil {

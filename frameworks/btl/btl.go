@@ -172,11 +172,11 @@ type RDMA interface {
 	Put(ep Endpoint, desc []byte, off int, src []byte) error
 }
 
-// Peeker is an optional interface of a Module, for the PML's receive fast
+// FragmentPeeker is an optional interface of a Module, for the PML's receive fast
 // path: a blocking receive that waits for one peer looks at the next
 // fragment from that peer itself and, when it is the message it waits for,
 // takes it in place, with no trip through Progress and the callbacks.
-type Peeker interface {
+type FragmentPeeker interface {
 	// Peek returns the next fragment from the peer of ep, with its tag,
 	// without taking it. It returns false at once when none is there or
 	// another goroutine is receiving on the module. On true the module's

@@ -256,10 +256,10 @@ type Node interface {
 	Until(cond func() bool) error
 }
 
-// Closer is implemented by modules that hold resources: Close is called
-// when the communicator is freed.
-type Closer interface {
-	Close() error
+// Finalizer is implemented by modules that hold resources: Finalize is
+// called when the communicator is freed.
+type Finalizer interface {
+	Finalize() error
 }
 
 // Component is what a coll component implements.
@@ -349,7 +349,7 @@ func resolve(b *mca.Base, comm Comm, s selection) (*Table, error) {
 		}
 	}
 	if len(missing) > 0 {
-		t.Close()
+		t.Finalize()
 		var asked []string
 		for _, m := range sel {
 			asked = append(asked, fmt.Sprintf("%s (priority %d)", m.Entry.Info.Name, m.Priority))
@@ -432,12 +432,12 @@ func (t *Table) String() string {
 	return strings.Join(parts, " ")
 }
 
-// Close releases the modules that hold resources.
-func (t *Table) Close() error {
+// Finalize releases the modules that hold resources.
+func (t *Table) Finalize() error {
 	var first error
 	for _, s := range t.modules {
-		if c, ok := s.Module.(Closer); ok {
-			if err := c.Close(); err != nil && first == nil {
+		if f, ok := s.Module.(Finalizer); ok {
+			if err := f.Finalize(); err != nil && first == nil {
 				first = err
 			}
 		}

@@ -50,10 +50,10 @@ func (c *interComp) QueryInter(b *mca.Base, comm coll.Inter) (int, coll.Module, 
 
 // fakeMod stacks on the module below it and counts its end.
 type fakeMod struct {
-	name   string
-	slots  coll.Slots
-	below  map[coll.Op]bool
-	closed int
+	name      string
+	slots     coll.Slots
+	below     map[coll.Op]bool
+	finalized int
 }
 
 func (m *fakeMod) Func(op coll.Op) coll.Func { return m.slots[op] }
@@ -63,7 +63,7 @@ func (m *fakeMod) Stack(op coll.Op, below coll.Func) {
 	}
 	m.below[op] = below != nil
 }
-func (m *fakeMod) Close() error { m.closed++; return nil }
+func (m *fakeMod) Finalize() error { m.finalized++; return nil }
 
 // inter is an intercommunicator view of a colltest rank, enough for
 // resolving a table.
@@ -132,11 +132,11 @@ func TestResolve(t *testing.T) {
 	if !strings.Contains(out.String(), `slot table`) || !strings.Contains(out.String(), "comm=colltest size=3 table=") {
 		t.Errorf("no slot table in the log:\n%s", out)
 	}
-	if err := tbl.Close(); err != nil {
+	if err := tbl.Finalize(); err != nil {
 		t.Fatal(err)
 	}
-	if hi.mods[0].closed != 1 || lo.mods[0].closed != 1 {
-		t.Errorf("modules ended %d and %d times, want once each", hi.mods[0].closed, lo.mods[0].closed)
+	if hi.mods[0].finalized != 1 || lo.mods[0].finalized != 1 {
+		t.Errorf("modules ended %d and %d times, want once each", hi.mods[0].finalized, lo.mods[0].finalized)
 	}
 }
 
@@ -151,7 +151,7 @@ func TestResolveInter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tbl.Close()
+	defer tbl.Finalize()
 	if tbl.From(coll.Barrier) != "ic" || tbl.From(coll.Bcast) != "" || len(intra.mods) != 0 {
 		t.Errorf("table %q, intra asked %d times: want the barrier from ic alone", tbl, len(intra.mods))
 	}
@@ -205,8 +205,8 @@ func TestResolveMissing(t *testing.T) {
 				}
 			}
 			for _, m := range append(some.mods, ic.mods...) {
-				if m.closed != 1 {
-					t.Errorf("module of %s ended %d times, want once", m.name, m.closed)
+				if m.finalized != 1 {
+					t.Errorf("module of %s ended %d times, want once", m.name, m.finalized)
 				}
 			}
 		})

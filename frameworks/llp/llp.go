@@ -95,12 +95,12 @@ type Module interface {
 	Finalize() error
 }
 
-// Peeker is an optional interface of a Module, for ob1's receive fast
+// MessagePeeker is an optional interface of a Module, for ob1's receive fast
 // path: a blocking receive that waits for one peer looks at that peer's
 // next message itself and, when it is the one it waits for, takes it in
 // place, with no request and no trip through Progress and the matching
 // queues.
-type Peeker interface {
+type MessagePeeker interface {
 	// Peek returns the next message from src (a world rank), the PML's
 	// header and payload as Send wrote them, without taking it. It returns
 	// false at once when none is published or another goroutine is

@@ -130,6 +130,8 @@ func (m *module) Progress() int {
 
 func (m *module) Finalize() error { return nil }
 
+var _ btl.RDMA = (*module)(nil)
+
 // RDMA to oneself: process_vm_readv/writev on one's own pid, so that the
 // description is the same as shm's and no registry of exposed buffers is
 // needed.

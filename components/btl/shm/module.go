@@ -598,7 +598,7 @@ func (m *module) Finalize() error {
 }
 
 // Peek returns the next fragment from ep's peer when one is there, holding
-// the progress lock until Done (btl.Peeker).
+// the progress lock until Done (btl.FragmentPeeker).
 func (m *module) Peek(ep btl.Endpoint) (btl.Tag, []byte, bool) {
 	e, ok := ep.(*endpoint)
 	if !ok || e == nil || e.m != m || m.closed.Load() {
@@ -632,6 +632,6 @@ func (m *module) Done(ep btl.Endpoint, consume bool) {
 }
 
 var (
-	_ btl.RDMA   = (*module)(nil)
-	_ btl.Peeker = (*module)(nil)
+	_ btl.RDMA           = (*module)(nil)
+	_ btl.FragmentPeeker = (*module)(nil)
 )

@@ -389,6 +389,8 @@ func (m *module) Attributes() btl.Attributes { return m.attr }
 func (m *module) RegisterRecv(tag btl.Tag, fn btl.RecvFunc) { m.cb.RegisterRecv(tag, fn) }
 func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError(fn) }
 
+var _ btl.Steerer = (*module)(nil)
+
 // RegisterSteer makes the module a btl.Steerer: large payloads of tag's
 // fragments are read straight into the place s says.
 func (m *module) RegisterSteer(tag btl.Tag, s btl.Steer) {

@@ -6,6 +6,8 @@ import (
 	"github.com/gompi/gompi/mpierr"
 )
 
+var _ coll.InterComponent = (*Component)(nil)
+
 // QueryInter accepts every intercommunicator, with barrier, bcast and
 // allreduce.
 func (c *Component) QueryInter(b *mca.Base, comm coll.Inter) (int, coll.Module, error) {

@@ -333,7 +333,7 @@ func (m *module) Finalize() error {
 }
 
 // Peek returns the next message from src when one is published, holding
-// the progress lock until Done (llp.Peeker).
+// the progress lock until Done (llp.MessagePeeker).
 func (m *module) Peek(src int) ([]byte, bool) {
 	if uint(src) >= uint(len(m.peers)) {
 		return nil, false
@@ -370,6 +370,6 @@ func (m *module) Done(src int, consume bool) {
 }
 
 var (
-	_ llp.Module = (*module)(nil)
-	_ llp.Peeker = (*module)(nil)
+	_ llp.Module        = (*module)(nil)
+	_ llp.MessagePeeker = (*module)(nil)
 )

@@ -111,7 +111,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		dump:     b.Get(c.stats).Bool(),
 		tellLost: env.Runtime.PeerLost,
 		llpOf:    make([]llp.Module, job.Size),
-		peekOf:   make([]llp.Peeker, job.Size),
+		peekOf:   make([]llp.MessagePeeker, job.Size),
 		peekBTL:  make([]btlPeek, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
 		sends:    map[uint64]*sendReq{},
@@ -140,7 +140,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		for r, ok := range reach {
 			if ok && r != m.me && m.llpOf[r] == nil {
 				m.llpOf[r] = l
-				m.peekOf[r], _ = l.(llp.Peeker)
+				m.peekOf[r], _ = l.(llp.MessagePeeker)
 				used = true
 			}
 		}
@@ -156,7 +156,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		// Several routes stripe eager messages: then only Progress sees
 		// them all.
 		if routes := m.bml.Peer(w).Send; w != m.me && len(routes) == 1 {
-			if p, ok := routes[0].Module.(btl.Peeker); ok {
+			if p, ok := routes[0].Module.(btl.FragmentPeeker); ok {
 				m.peekBTL[w] = btlPeek{p, routes[0].EP}
 			}
 		}
@@ -195,10 +195,11 @@ type module struct {
 	tellLost func(world int)
 
 	llpOf []llp.Module // per world rank: its LLP, nil when none
-	// peekOf is llpOf's llp.Peeker, and peekBTL the BTL route a peer's
-	// eager messages all take when it is a btl.Peeker, for the receive
-	// fast path (found once: a type assertion per receive cost it 5 %).
-	peekOf  []llp.Peeker
+	// peekOf is llpOf's llp.MessagePeeker, and peekBTL the BTL route a
+	// peer's eager messages all take when it is a btl.FragmentPeeker, for
+	// the receive fast path (found once: a type assertion per receive cost
+	// it 5 %).
+	peekOf  []llp.MessagePeeker
 	peekBTL []btlPeek
 	llps    []llp.Module // the modules in use, for progress
 	lost    []atomic.Bool
@@ -241,7 +242,7 @@ type module struct {
 }
 
 type btlPeek struct {
-	p  btl.Peeker // nil when the peer's messages cannot be peeked
+	p  btl.FragmentPeeker // nil when the peer's messages cannot be peeked
 	ep btl.Endpoint
 }
 

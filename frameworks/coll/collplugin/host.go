@@ -51,6 +51,11 @@ func (c *component) Register(r *mca.Registrar) {
 	}
 }
 
+var (
+	_ mca.Opener = (*component)(nil)
+	_ mca.Closer = (*component)(nil)
+)
+
 // Open starts the plugin's process for this instance.
 func (c *component) Open(b *mca.Base) error {
 	p, err := c.h.Start(b)
