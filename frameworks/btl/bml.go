@@ -40,8 +40,10 @@ type BML struct {
 
 // NewBML asks every selected module which ranks it reaches and keeps, per
 // rank, the routes of the highest exclusivity. A rank that no module reaches
-// is an error naming both ranks and the BTLs tried. On an error every
-// selected module has been finalized.
+// is an error naming both ranks and the BTLs tried. A module whose RDMA
+// flags and methods disagree (see Flags) is an ErrIntern error, found
+// before its AddProcs for the module's flags and after it for its
+// endpoints'. On an error every selected module has been finalized.
 func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (bml *BML, err error) {
 	defer func() {
 		if err != nil {
@@ -61,6 +63,10 @@ func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (bml 
 	}
 	var mods []added
 	for _, s := range selected {
+		a := s.Module.Attributes()
+		if err := checkRDMA(s.Module, a); err != nil {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "btl %s: %v", s.Entry.Info.Name, err)
+		}
 		eps, err := s.Module.AddProcs(ranks)
 		if err != nil {
 			return nil, fmt.Errorf("btl %s: adding the job's processes: %w", s.Entry.Info.Name, err)
@@ -68,7 +74,13 @@ func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (bml 
 		if len(eps) != len(ranks) {
 			return nil, mpierr.Errorf(mpierr.ErrIntern, "btl %s: AddProcs returned %d endpoints for %d ranks", s.Entry.Info.Name, len(eps), len(ranks))
 		}
-		mods = append(mods, added{s.Module, s.Module.Attributes(), eps})
+		for r, ep := range eps {
+			if ep != nil && ep.Flags()&^a.Flags != 0 {
+				return nil, mpierr.Errorf(mpierr.ErrIntern, "btl %s: the endpoint of rank %d offers %v, beyond the module's %v",
+					s.Entry.Info.Name, r, ep.Flags(), a.Flags)
+			}
+		}
+		mods = append(mods, added{s.Module, a, eps})
 	}
 	sort.SliceStable(mods, func(i, j int) bool {
 		if mods[i].a.Exclusivity != mods[j].a.Exclusivity {
@@ -131,6 +143,22 @@ func NewBML(b *mca.Base, rt *rte.Runtime, selected []mca.Selected[Module]) (bml 
 			job.Rank, strings.Join(names, ", "), more, strings.Join(tried, ", "), ErrUnreachable)
 	}
 	return bml, nil
+}
+
+// checkRDMA reports a module whose two RDMA signals disagree: FlagGet or
+// FlagPut in its attributes without the RDMA methods (the PML would find
+// no Get to call, and silently send fragments), or the methods without
+// either flag (the PML would never call them: the author forgot the flags).
+func checkRDMA(m Module, a Attributes) error {
+	_, methods := m.(RDMA)
+	flags := a.Flags&(FlagGet|FlagPut) != 0
+	switch {
+	case flags && !methods:
+		return fmt.Errorf("its attributes offer %v, but %T does not implement btl.RDMA (Expose, Get, Put)", a.Flags, m)
+	case methods && !flags:
+		return fmt.Errorf("%T implements btl.RDMA, but its attributes offer neither FlagGet nor FlagPut", m)
+	}
+	return nil
 }
 
 // Peer returns how to reach rank.

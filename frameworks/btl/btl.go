@@ -10,6 +10,7 @@ package btl
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/gompi/gompi/mca"
@@ -41,15 +42,40 @@ const (
 )
 
 // Flags say which optional operations a module (or an endpoint) offers.
+// FlagGet and FlagPut and the RDMA interface are one signal said twice, and
+// NewBML checks that they agree: a module whose attributes have either flag
+// implements RDMA, a module that implements RDMA has at least one of them,
+// and an endpoint offers no flag its module lacks. Otherwise Init fails
+// with an ErrIntern error naming the module.
 type Flags uint32
 
 const (
-	// FlagGet: the module implements RDMA.Get, reading a peer's exposed
-	// buffer with one copy.
+	// FlagGet: the module's RDMA.Get reads a peer's exposed buffer with
+	// one copy.
 	FlagGet Flags = 1 << iota
-	// FlagPut: the module implements RDMA.Put.
+	// FlagPut: the module's RDMA.Put writes into one.
 	FlagPut
 )
+
+func (f Flags) String() string {
+	var names []string
+	for _, n := range []struct {
+		f    Flags
+		name string
+	}{{FlagGet, "FlagGet"}, {FlagPut, "FlagPut"}} {
+		if f&n.f != 0 {
+			names = append(names, n.name)
+			f &^= n.f
+		}
+	}
+	if f != 0 {
+		names = append(names, fmt.Sprintf("%#x", uint32(f)))
+	}
+	if len(names) == 0 {
+		return "no flags"
+	}
+	return strings.Join(names, "|")
+}
 
 // Attributes describe a module. The BML orders the modules that reach a peer
 // by Exclusivity (highest first; only the highest are used) and then Latency.
