@@ -79,14 +79,25 @@ type Component interface {
 	Register(r *Registrar)
 }
 
-// Opener is implemented by components that check the machine before they
-// can be queried. Open may decline with an error wrapping ErrDeclined.
+// Opener is an optional interface of a Component, for components that
+// check the machine (or start something) before they can be queried.
+// Selection (Select) opens each candidate that its framework's selection
+// parameter keeps, once per Base, just before its first Query; Open may
+// decline with an error wrapping ErrDeclined, and any other error fails
+// the selection. A component that does not implement Opener is opened
+// without a call, as if Open returned nil.
 type Opener interface {
 	Open(b *Base) error
 }
 
-// Closer is implemented by components that hold resources between Open and
-// the end of the Base.
+// Closer is an optional interface of a Component, for components that
+// hold resources between Open and the end of the Base. Close is called
+// once per Base for every component whose Open succeeded: by Select when a
+// single-select framework picked another component, and by Base.Close
+// (the last opened first) for the rest. A component that does not
+// implement Closer has nothing to release: it counts as closed without a
+// call. Modules end with their framework's Finalize, components with
+// Close.
 type Closer interface {
 	Close(b *Base) error
 }

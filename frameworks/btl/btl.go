@@ -183,8 +183,18 @@ type Module interface {
 	Finalize() error
 }
 
-// RDMA is implemented by modules with FlagGet or FlagPut: large buffers move
-// with one copy instead of as fragments.
+// RDMA is an optional interface of a Module: large buffers move with one
+// copy instead of as fragments. It goes with FlagGet and FlagPut, which say
+// to whom it works (see Flags; NewBML rejects a module where they disagree).
+//
+// The PML (ob1) looks for it per large message: a sender whose peer has a
+// route in Peer.RDMA whose endpoint offers FlagGet Exposes the buffer and
+// sends the description in its rendezvous header; the receiver Gets it
+// through the route of the BTL named there. If no module that carries a
+// peer's traffic implements RDMA (or pml_ob1_use_rdma is off), large
+// messages to that peer go as a rendezvous of pipelined fragments instead,
+// and so does one whose Get fails with ErrNoRDMA. Nothing in gompi calls
+// Put today; a module implements it for the interface.
 type RDMA interface {
 	// Expose describes buf so that a peer can Get from it (or Put into it)
 	// through this module; the description travels in a PML header. buf
@@ -198,10 +208,18 @@ type RDMA interface {
 	Put(ep Endpoint, desc []byte, off int, src []byte) error
 }
 
-// FragmentPeeker is an optional interface of a Module, for the PML's receive fast
-// path: a blocking receive that waits for one peer looks at the next
-// fragment from that peer itself and, when it is the message it waits for,
-// takes it in place, with no trip through Progress and the callbacks.
+// FragmentPeeker is an optional interface of a Module, for the PML's
+// receive fast path: a blocking receive that waits for one peer looks at
+// the next fragment from that peer itself and, when it is the message it
+// waits for, takes it in place, with no trip through Progress and the
+// callbacks.
+//
+// ob1 looks for it once, when it is made (after AddProcs), for every peer
+// but itself whose traffic one module alone carries (several stripe eager
+// messages, and then only Progress sees them all). If that module does not
+// implement FragmentPeeker, blocking receives from the peer do not peek at
+// the BTL: its fragments reach the PML through Progress and the RecvFunc
+// (an LLP's MessagePeeker may still serve the fast path).
 type FragmentPeeker interface {
 	// Peek returns the next fragment from the peer of ep, with its tag,
 	// without taking it. It returns false at once when none is there or
@@ -275,6 +293,12 @@ func (g *Guard) Withdrawn() bool {
 }
 
 // Steerer is an optional interface of a Module: it takes Steers.
+//
+// BML.RegisterSteer looks for it on every module in use; ob1 calls that
+// once, when it is made, for its rendezvous fragments. If a module does
+// not implement Steerer, RegisterSteer skips it: its fragments of the tag
+// reach the tag's RecvFunc as any other, and the PML copies the payload
+// out of them (one copy more per byte).
 type Steerer interface {
 	RegisterSteer(tag Tag, s Steer)
 }

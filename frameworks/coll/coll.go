@@ -11,10 +11,15 @@
 // returns), and each operation's slot takes the function of the
 // highest-priority module that fills it. A module leaves a slot empty by
 // returning nil for it, and the slot falls through to the next module: a
-// component may implement barrier alone (Fujitsu's point, seed 003). A slot
-// that no module fills is an error naming the operations and the modules
-// asked. coll_base_verbose >= 10 logs, per communicator, which module fills
-// each slot.
+// component may implement barrier alone. A slot that no module fills is an
+// error naming the operations and the modules asked. coll_base_verbose >=
+// 10 logs, per communicator, which module fills each slot. An
+// intercommunicator's table is resolved the same way by ResolveInter,
+// which asks only the components that implement InterComponent and needs
+// only barrier filled.
+//
+// Optional interfaces: a Component may implement InterComponent, a Module
+// Stacker and Finalizer, a Comm Node; each says what happens without it.
 //
 // # What an algorithm sees
 //
@@ -200,8 +205,13 @@ type Inter interface {
 	Local() Comm
 }
 
-// InterComponent is implemented by components that have algorithms for
-// intercommunicators; only they are asked for one (ResolveInter).
+// InterComponent is an optional interface of a Component: it has
+// algorithms for intercommunicators. ResolveInter, for every new
+// intercommunicator, asks only the components that implement it. A
+// component that does not implement InterComponent serves
+// intracommunicators only: ResolveInter counts it as declining ("no
+// intercommunicator algorithms"), which coll_base_verbose 10 logs and
+// ResolveInter's error lists.
 type InterComponent interface {
 	QueryInter(b *mca.Base, comm Inter) (priority int, m Module, err error)
 }
@@ -229,18 +239,26 @@ type Module interface {
 	Func(op Op) Func
 }
 
-// Stacker is implemented by modules that fill a slot for some calls only
-// (small messages, say) and hand the others to the module below them:
-// Resolve calls Stack for every slot the module fills, with the function
-// of the next module down that fills it (nil when none does). Open MPI's
-// coll modules keep their predecessor's function the same way.
+// Stacker is an optional interface of a Module, for modules that fill a
+// slot for some calls only (small messages, say) and hand the others to
+// the module below them: Resolve and ResolveInter, as they fill a table,
+// call Stack for every slot the module fills, with the function of the
+// next module down that fills it (nil when none does), before the table
+// is used. Open MPI's coll modules keep their predecessor's function the
+// same way. A module that does not implement Stacker takes every call of
+// the slots it fills, and the slot table shows it alone ("op=sm", not
+// "op=sm>tuned").
 type Stacker interface {
 	Stack(op Op, below Func)
 }
 
-// Node is implemented by communicators whose ranks all run on this
-// process's node (package mpi's, where that holds), for components that
-// work through shared memory.
+// Node is an optional interface of a Comm, for components that work
+// through shared memory: it gives the instance's runtime and the ranks'
+// world ranks, from which a component tells whether every rank runs on
+// this node. Package mpi's communicators implement it; colltest's do not.
+// coll's sm component looks for it in its Query, for every communicator; a
+// Comm without it makes sm decline ("offers no shared memory"), and the
+// slots go to the other modules.
 type Node interface {
 	Comm
 	// Runtime is the instance's runtime: the job (its id names shared
@@ -256,8 +274,12 @@ type Node interface {
 	Until(cond func() bool) error
 }
 
-// Finalizer is implemented by modules that hold resources: Finalize is
-// called when the communicator is freed.
+// Finalizer is an optional interface of a Module, for modules that hold
+// resources. Table.Finalize calls it: when package mpi frees the
+// communicator (Comm.Free), at Instance.Finalize for the communicators
+// not freed, and when resolving a table fails. A module that does not
+// implement Finalizer is dropped with its table and left to the garbage
+// collector.
 type Finalizer interface {
 	Finalize() error
 }

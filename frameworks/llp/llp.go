@@ -100,6 +100,12 @@ type Module interface {
 // next message itself and, when it is the one it waits for, takes it in
 // place, with no request and no trip through Progress and the matching
 // queues.
+//
+// ob1 looks for it once, when it is made (after AddProcs), on the module
+// that is each peer's LLP. If that module does not implement
+// MessagePeeker, blocking receives from the peer do not peek at the LLP:
+// its messages reach ob1 through Progress and the RecvFunc (a BTL's
+// btl.FragmentPeeker may still serve the fast path).
 type MessagePeeker interface {
 	// Peek returns the next message from src (a world rank), the PML's
 	// header and payload as Send wrote them, without taking it. It returns
