@@ -6,6 +6,63 @@
 // A BTL knows nothing of MPI: it moves fragments (a header and a payload,
 // copied in by the sender, delivered to a callback chosen by a tag) in order
 // per peer, and, optionally, moves large buffers with one copy (RDMA).
+//
+// # Who calls what
+//
+// Package mpi sets the layer up in Init, in this order:
+//
+//  1. Select, after the group framework's selection: every btl component
+//     that the btl parameter keeps is opened (mca.Opener) and queried.
+//     Query makes the module and publishes what peers need to reach it
+//     (rt.Modex().PutProc or PutNode: tcp its addresses, shm its control
+//     segment), or declines; every module that does not decline is used.
+//  2. The llp framework's selection, then the modex fence: every rank's
+//     business cards are out.
+//  3. NewBML: for each module, Attributes (checked against RDMA, see
+//     Flags), then AddProcs, once, with every rank of the job, its own
+//     included; the module reads its peers' cards and returns an endpoint
+//     per rank it reaches (tcp's connections and shm's rings are made on
+//     first use). Per rank the BML keeps the routes of the highest
+//     exclusivity (table below), lowest latency first; a rank that no
+//     module reaches fails Init. From here on a failed Init finalizes
+//     every module.
+//  4. pml.Select, with the BML. ob1, as it is made and so before the
+//     first Progress, registers through the BML its receive callbacks
+//     (BML.RegisterRecv, one per PML tag), its steer for rendezvous
+//     fragments (BML.RegisterSteer, on the modules that are Steerers) and
+//     its lost-peer callback (BML.RegisterError, which tells the runtime
+//     first), and looks for FragmentPeeker.
+//
+// Until Finalize the PML calls, from many goroutines at once: Send on the
+// route it picks (Peer.Send[0]; eager messages take a peer's routes in turn
+// when there are several); the RDMA calls for large messages (Expose by the
+// sender, Get by the receiver); Peek and Done in blocking receives. Nothing
+// in gompi calls Sendi today (tests and benchmarks do). The instance's
+// progress engine calls Progress on every module (BML.Progress, inside
+// pml.Module.Progress), and the callbacks run only there, on the goroutine
+// that called it: a fragment that arrives before its callback is
+// registered waits in the module, and a lost peer is reported from
+// Progress, never from inside a Send whose caller may hold locks the
+// callback takes.
+//
+// Finalize: Instance.Finalize, after its closing barrier, finalizes the
+// communicators' coll tables, the PML and the LLPs, then BML.Finalize
+// finalizes every module, and then the Base closes the components
+// (mca.Closer). No call reaches a module after its Finalize.
+//
+// # Exclusivity
+//
+// The defaults of btl_<name>_exclusivity and btl_<name>_latency, and whom
+// each BTL reaches:
+//
+//	BTL   exclusivity  latency  reaches
+//	self        65536        0  this process only
+//	shm         65536        1  the other processes of its node (declines when alone there)
+//	tcp           100       10  every other process with a usable address, loopback included
+//
+// So a process reaches itself through self, the processes of its node
+// through shm, and the others through tcp; with shm excluded (--mca btl
+// ^shm) its node's processes go through tcp too.
 package btl
 
 import (
@@ -152,7 +209,8 @@ type Module interface {
 	// AddProcs is called once, at Init after the modex fence, with every
 	// rank of the job (this process's own included). It returns, per rank,
 	// an endpoint when the module reaches it and nil when it does not.
-	// Connections and shared memory are set up lazily, on first use.
+	// What can wait is set up lazily, on first use (tcp's connections,
+	// shm's rings).
 	AddProcs(ranks []int) ([]Endpoint, error)
 
 	// RegisterRecv installs the callback for tag, before any traffic. A tag

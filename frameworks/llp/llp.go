@@ -4,18 +4,23 @@
 // its normal path. An instance may use no LLP at all (multi select, empty
 // allowed).
 //
-// # Lifecycle and contract
+// # Who calls what
 //
-//  1. Query (per instance, before the modex fence of Init): make the module
-//     and publish what peers need to reach it (rt.Modex().PutProc/PutNode).
-//  2. AddProcs (once, after the fence, called by the PML as it starts): say
-//     which ranks the module reaches; it reads the peers' business cards
-//     here.
-//  3. RegisterRecv (once, by the PML, before any traffic): the callback that
-//     receives what peers sent.
-//  4. Send (by the PML, many goroutines at once) and Progress (by the
-//     instance's progress engine, many goroutines at once).
-//  5. Finalize.
+//  1. Query, by package mpi in Init, after the btl framework's Select and
+//     before the modex fence: make the module and publish what peers need
+//     to reach it (rt.Modex().PutProc/PutNode).
+//  2. AddProcs, once, by ob1 as it is made (after the fence and the BML):
+//     say which ranks the module reaches; it reads the peers' business
+//     cards here. ob1 also looks for MessagePeeker then.
+//  3. RegisterRecv, once, by ob1 right after, before the first Progress:
+//     the callback that receives what peers sent. A module that is no
+//     peer's LLP (it reaches none, or an earlier module reaches them all)
+//     gets no RegisterRecv and no Send or Progress: only Finalize.
+//  4. Send (by ob1's blocking Send, many goroutines at once) and Progress
+//     (by the instance's progress engine, inside pml.Module.Progress, many
+//     goroutines at once); Peek and Done in blocking receives.
+//  5. Finalize, by package mpi in Instance.Finalize, after the PML's and
+//     before the BTLs'.
 //
 // # How the PML (ob1) uses it
 //
@@ -23,15 +28,16 @@
 // standard, buffered or ready mode (never synchronous), whose payload is
 // shorter than pml_ob1_llp_max_payload_size, to a peer other than itself that
 // the module reaches (the first selected module that reaches a peer is that
-// peer's LLP). The header is ob1's 16-byte match header carrying the next
-// sequence number of the (communicator, peer) pair; ob1 holds that pair's
-// send lock across the attempt, so no other message to the peer takes a
-// sequence number meanwhile. On nil the message is sent and the sequence
-// advances; on ErrNotAvailable ob1 sends the same message, with the same
-// sequence number, through the BTLs. Messages of one peer thus arrive by two
-// paths in any relative order, and ob1's receiver restores MPI order from
-// the sequence numbers: an LLP need not order its messages with the BTLs',
-// only deliver each exactly once.
+// peer's LLP), when no earlier send to that peer is queued and the BTLs
+// have not found the peer lost. The header is ob1's 16-byte match header
+// carrying the next sequence number of the (communicator, peer) pair; ob1
+// holds that pair's send lock across the attempt, so no other message to
+// the peer takes a sequence number meanwhile. On nil the message is sent
+// and the sequence advances; on ErrNotAvailable ob1 sends the same message,
+// with the same sequence number, through the BTLs. Messages of one peer
+// thus arrive by two paths in any relative order, and ob1's receiver
+// restores MPI order from the sequence numbers: an LLP need not order its
+// messages with the BTLs', only deliver each exactly once.
 package llp
 
 import (
