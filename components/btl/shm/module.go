@@ -496,23 +496,29 @@ func (m *module) checkPeer(ep *endpoint) error {
 	return nil
 }
 
-// singleCopy is the module when single copy is on (cma): the module and
-// btl.RDMA. A module without single copy has no RDMA methods, so that what
-// it implements and its FlagGet and FlagPut say the same (the BML rejects a
-// module where they differ).
-type singleCopy struct{ *module }
+// withoutSingleCopy is the module when single copy is off: everything but
+// btl.RDMA, so that what it implements and its FlagGet and FlagPut (none)
+// say the same (the BML rejects a module where they differ). The default,
+// single copy on, is *module itself, so its hot calls stay direct.
+type withoutSingleCopy struct{ plainModule }
+
+// plainModule is what a module without single copy offers.
+type plainModule interface {
+	btl.Module
+	btl.FragmentPeeker
+}
 
 // Expose describes buf for process_vm_readv/writev by a peer.
-func (s singleCopy) Expose(buf []byte) []byte { return btl.ExposeCMA(buf) }
+func (m *module) Expose(buf []byte) []byte { return btl.ExposeCMA(buf) }
 
 // Get reads a peer's exposed buffer with one copy (process_vm_readv).
-func (s singleCopy) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error {
-	return s.rdma(ep, desc, off, dst, false)
+func (m *module) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error {
+	return m.rdma(ep, desc, off, dst, false)
 }
 
 // Put writes into a peer's exposed buffer with one copy (process_vm_writev).
-func (s singleCopy) Put(ep btl.Endpoint, desc []byte, off int, src []byte) error {
-	return s.rdma(ep, desc, off, src, true)
+func (m *module) Put(ep btl.Endpoint, desc []byte, off int, src []byte) error {
+	return m.rdma(ep, desc, off, src, true)
 }
 
 func (m *module) rdma(ep btl.Endpoint, desc []byte, off int, local []byte, write bool) error {
@@ -638,6 +644,7 @@ func (m *module) Done(ep btl.Endpoint, consume bool) {
 }
 
 var (
-	_ btl.RDMA           = singleCopy{}
+	_ btl.RDMA           = (*module)(nil)
 	_ btl.FragmentPeeker = (*module)(nil)
+	_ btl.FragmentPeeker = withoutSingleCopy{}
 )

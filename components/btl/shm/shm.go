@@ -244,8 +244,8 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	}
 	log.Log(mca.VerboseComponent, "shared memory ready", "local_ranks", len(m.localRanks), "ring_bytes", cfg.ringSize,
 		"eager_limit", attr.EagerLimit, "max_send_size", attr.MaxSendSize, "single_copy", mech, "control_segment", ctl.Name)
-	if cfg.cma {
-		return singleCopy{m}, nil
+	if !cfg.cma {
+		return withoutSingleCopy{m}, nil
 	}
 	return m, nil
 }
