@@ -219,6 +219,7 @@ type Process struct {
 	client  *plugin.Client
 	rpc     *rpcClient
 	stderr  *tail
+	lines   [2]*stderrLog // the pipe's and the gRPC stream's, feeding stderr
 
 	mu     sync.Mutex
 	broken error // set when a call failed: the process is gone or stopped
@@ -261,6 +262,10 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 	// ends first.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	errTail := &tail{}
+	// gompi reads the plugin's stderr itself (stderrLog), under the logger
+	// name go-plugin would give it.
+	errLog := log.Named(filepath.Base(path))
+	lines := [2]*stderrLog{{log: errLog, tail: errTail}, {log: errLog, tail: errTail}}
 	client := plugin.NewClient(&plugin.ClientConfig{
 		HandshakeConfig:  cookie,
 		VersionedPlugins: map[int]plugin.PluginSet{api: {pluginName: &grpcPlugin{}}},
@@ -268,15 +273,17 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		Logger:           quietLogger{Logger: log},
 		StartTimeout:     timeout,
-		Stderr:           errTail,
-		// After the handshake a gRPC plugin's stderr comes over the
-		// connection; it feeds the same tail, for the reason of a crash.
-		SyncStderr: errTail,
+		Stderr:           lines[0],
+		// After the handshake a Go plugin's writes to os.Stderr come over
+		// the connection (a panic's still come through the pipe).
+		SyncStderr: lines[1],
 		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
 			grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage))},
 	})
 	fail := func(err error) (*Process, error) {
 		client.Kill()
+		lines[0].Flush()
+		lines[1].Flush()
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "%s", startFailure(err, errTail.String(), framework, api, timeout))
 	}
 	proto, err := client.Client()
@@ -291,7 +298,7 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 	if !ok {
 		return fail(fmt.Errorf("dispensed %T", raw))
 	}
-	return &Process{path: path, timeout: timeout, client: client, rpc: rc, stderr: errTail}, nil
+	return &Process{path: path, timeout: timeout, client: client, rpc: rc, stderr: errTail, lines: lines}, nil
 }
 
 var apiMismatch = regexp.MustCompile(`Plugin version: (\d+)`)
@@ -332,7 +339,8 @@ func startFailure(err error, stderr, framework string, api int, timeout time.Dur
 // go-plugin's own debug chatter.
 func stderrNote(stderr string) string {
 	var keep []string
-	for _, l := range strings.Split(stderr, "\n") {
+	// The tail's first line may start inside a character.
+	for _, l := range strings.Split(strings.ToValidUTF8(stderr, "\uFFFD"), "\n") {
 		l = strings.TrimSpace(l)
 		if l == "" || strings.HasPrefix(l, `{"@level":"debug"`) || strings.HasPrefix(l, `{"@level":"trace"`) {
 			continue
@@ -353,17 +361,13 @@ func stderrNote(stderr string) string {
 	return "; its stderr: " + strings.Join(keep, " | ")
 }
 
-// quietLogger hands go-plugin's own reports of a plugin's exit, and the
-// raw stderr lines of a crash, down to debug: the host reports the failure
-// itself, once, with the reason and the crash's first lines. A plugin's own
-// log lines (hclog JSON, which carry fields) keep their level.
-type quietLogger struct {
-	hclog.Logger
-	stderr bool // the child go-plugin logs the plugin's stderr through
-}
+// quietLogger hands go-plugin's own reports of a plugin's exit down to
+// debug: the host reports the failure itself, once, with the reason and
+// the crash's first lines.
+type quietLogger struct{ hclog.Logger }
 
 func (q quietLogger) Error(msg string, args ...any) {
-	if msg == "plugin process exited" || (q.stderr && len(args) == 0) {
+	if msg == "plugin process exited" {
 		q.Logger.Debug(msg, args...)
 		return
 	}
@@ -378,12 +382,13 @@ func (q quietLogger) Warn(msg string, args ...any) {
 	q.Logger.Warn(msg, args...)
 }
 
-func (q quietLogger) Named(name string) hclog.Logger {
-	return quietLogger{Logger: q.Logger.Named(name), stderr: true}
-}
+// Named is off: go-plugin reads a plugin's stderr through a named child
+// (and its stdio stream's chatter), and a logger that is off makes it copy
+// the lines without parsing them.
+func (q quietLogger) Named(string) hclog.Logger { return offLogger{hclog.NewNullLogger()} }
 
 func (q quietLogger) With(args ...any) hclog.Logger {
-	return quietLogger{Logger: q.Logger.With(args...), stderr: q.stderr}
+	return quietLogger{Logger: q.Logger.With(args...)}
 }
 
 // Path is the plugin's executable.
@@ -425,6 +430,8 @@ func (p *Process) call(method string, in []byte) ([]byte, error) {
 	}
 	// Kill returns once go-plugin has read all of the plugin's stderr.
 	p.kill()
+	p.lines[0].Flush()
+	p.lines[1].Flush()
 	err = mpierr.Errorf(mpierr.ErrComponentNotFound, "plugin %s: %s%s; stopped it", p.path, why, stderrNote(p.stderr.String()))
 	p.mu.Lock()
 	p.broken = err

@@ -19,8 +19,9 @@
 // go-plugin handshake, the JSON, a coll schedule's binary form); the Go
 // side declares the same service by hand (rpc.go), so that building gompi
 // needs no code generation, and the tests check the two agree. Everything
-// the host reads from a plugin's answers goes through a parser that returns
-// errors (and is fuzzed); its stderr is go-plugin's to read.
+// the host reads from a plugin goes through a parser that returns errors
+// (and is fuzzed): its answers, and its stderr, which the host reads line
+// by line itself (stderrLog) rather than through go-plugin's parser.
 package plugin
 
 import (

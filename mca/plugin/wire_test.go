@@ -176,6 +176,8 @@ func TestWireDocValues(t *testing.T) {
 		fmt.Sprintf("| `plugin.maxHelp` | %d bytes |", maxHelp),
 		fmt.Sprintf("| `plugin.maxEnumItems` | %d |", maxEnumItems),
 		fmt.Sprintf("| `plugin.tailBytes` | %d bytes |", tailBytes),
+		fmt.Sprintf("| `plugin.maxStderrLine` | %d bytes |", maxStderrLine),
+		fmt.Sprintf("a line longer than %d bytes is cut there", maxStderrLine),
 		"`" + serviceName + "`",
 	} {
 		if !strings.Contains(doc, want) {

@@ -2,15 +2,18 @@ package collplugin_test
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/colltest"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/params"
 )
@@ -105,5 +108,110 @@ func TestLoaderSkipsWhatItCannotRun(t *testing.T) {
 	}
 	if len(pids) != 0 {
 		t.Errorf("the plugin that hung at start-up still runs: %v", pids)
+	}
+}
+
+// lockedBuffer is a log's output, written from go-plugin's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Plugins whose stderr crashed the host (go-plugin parsed it as hclog JSON
+// and panicked on a @message that is not a string): hostile writes such
+// lines, invalid UTF-8 and a 200 kB line before its handshake and in every
+// query, through the pipe and through the gRPC stream, and is used (its
+// barrier runs on 3 ranks); hostilequery writes them and crashes in a
+// query, and declines with the reason quoting its panic. What both wrote
+// reaches the log, their hclog lines as warnings, the rest at debug.
+func TestHostileStderr(t *testing.T) {
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "gompi-coll-hostile")
+	if out, err := exec.Command("go", "build", "-o", exe, "./internal/testplugin").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	prog, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crash := filepath.Join(dir, "gompi-coll-hostilequery")
+	if err := os.WriteFile(crash, prog, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cat := mca.NewCatalog()
+	cat.RegisterFramework(coll.Framework)
+	var out lockedBuffer
+	b, err := mca.NewBase(mca.Options{Catalog: cat, Output: &out, Rank: 0, Reporter: true, Sources: params.Sources{
+		CommandLine: []params.Setting{{Name: mca.ComponentPathName, Value: dir}, {Name: "mca_base_verbose", Value: "100"}},
+		Env:         []string{"OMPI_MCA_mca_base_param_files=none"}}})
+	if err != nil {
+		t.Fatalf("NewBase: %v", err)
+	}
+	if s := cat.Skipped(); len(s) > 0 {
+		t.Fatalf("skipped: %v", s)
+	}
+	type lifecycle interface {
+		coll.Component
+		Open(*mca.Base) error
+		Close(*mca.Base) error
+	}
+	comps := map[string]lifecycle{}
+	for _, e := range cat.Components("coll") {
+		c := e.Component.(lifecycle)
+		if err := c.Open(b); err != nil {
+			t.Fatalf("%s: Open: %v", e.Info.Name, err)
+		}
+		defer c.Close(b)
+		comps[e.Info.Name] = c
+	}
+	if comps["hostile"] == nil || comps["hostilequery"] == nil {
+		t.Fatalf("components %v, want hostile and hostilequery", cat.Components("coll"))
+	}
+	const n = 3
+	w := colltest.NewWorld(n, false)
+	if err := w.Run(func(c coll.Comm) error {
+		_, m, err := comps["hostile"].Query(b, c)
+		if err != nil {
+			return err
+		}
+		return m.Func(coll.Barrier)(c, &coll.Args{Op: coll.Barrier})
+	}); err != nil {
+		t.Fatalf("the hostile plugin's barrier: %v", err)
+	}
+	if got := w.Rounds(); got != coll.CeilLog2(n) {
+		t.Errorf("the barrier took %d rounds, want the plugin's %d", got, coll.CeilLog2(n))
+	}
+	_, _, err = comps["hostilequery"].Query(b, w.Comm(0))
+	const reason = "it exited during Query; its stderr: panic: testplugin: crashing after hostile stderr on purpose"
+	if !errors.Is(err, mca.ErrDeclined) || !strings.Contains(err.Error(), reason) {
+		t.Errorf("the plugin that crashed: %v, want a decline saying %q", err, reason)
+	}
+	log := out.String()
+	for _, want := range []string{
+		`[WARN]  mca.plugin.gompi-coll-hostile: hostile stderr: rank=0 when="before the handshake"`,
+		`[WARN]  mca.plugin.gompi-coll-hostile: hostile stderr: rank=0 when="during a query, through the pipe"`,
+		`[WARN]  mca.plugin.gompi-coll-hostile: hostile stderr: rank=0 when="during a query, through the stream"`,
+		`[WARN]  mca.plugin.gompi-coll-hostilequery: hostile stderr: rank=0 when="before a crash"`,
+		`[DEBUG] mca.plugin.gompi-coll-hostile: {"@message":1}: rank=0`,
+		`[DEBUG] mca.plugin.gompi-coll-hostilequery: {"@level":2,"@message":"x"}: rank=0`,
+		"[DEBUG] mca.plugin.gompi-coll-hostile: bad \uFFFD utf8: rank=0",
+		"[DEBUG] mca.plugin.gompi-coll-hostilequery: panic: testplugin: crashing after hostile stderr on purpose: rank=0",
+		reason,
+	} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q", want)
+		}
 	}
 }

@@ -11,6 +11,10 @@
 //	badschedule  answers with a schedule whose peer is outside the communicator
 //	once         a correct dissemination barrier, but panics when asked twice
 //	             for one communicator shape (the host caches its answers)
+//	hostile      a correct dissemination barrier, with stderr that crashed
+//	             go-plugin's parser (hostileLines) before its handshake and
+//	             in every query, through the pipe and the gRPC stream
+//	hostilequery writes hostileLines and panics while answering a query
 //	anything else  a correct dissemination barrier
 package main
 
@@ -33,6 +37,9 @@ import (
 
 func main() {
 	name := strings.TrimPrefix(filepath.Base(os.Args[0]), "gompi-coll-")
+	// The stderr pipe itself: go-plugin's Serve points os.Stderr at its
+	// gRPC stream.
+	pipe := os.Stderr
 	barrier := func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 		return dissemination(size, rank), nil
 	}
@@ -70,6 +77,18 @@ func main() {
 			seen[[2]int{size, rank}] = true
 			return dissemination(size, rank), nil
 		}
+	case "hostile":
+		hostile(pipe, "before the handshake")
+		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+			hostile(pipe, "during a query, through the pipe")
+			hostile(os.Stderr, "during a query, through the stream")
+			return dissemination(size, rank), nil
+		}
+	case "hostilequery":
+		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {
+			hostile(pipe, "before a crash")
+			panic("testplugin: crashing after hostile stderr on purpose")
+		}
 	case "badschedule":
 		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 			s := dissemination(size, rank)
@@ -80,6 +99,16 @@ func main() {
 		}
 	}
 	collplugin.Serve(collplugin.Guest{Name: name, Version: mca.Version{Major: 1}, Priority: 60, Ops: []coll.Op{coll.Barrier}, Schedule: barrier})
+}
+
+// hostile writes lines that go-plugin v1.8.0's stderr parser panicked on
+// (@message, @level or @timestamp not strings), a JSON value that is no
+// object, invalid UTF-8 and a line longer than go-plugin's buffer, then an
+// hclog line that says when, which the host logs as a warning.
+func hostile(w *os.File, when string) {
+	fmt.Fprintf(w, "{\"@message\":1}\n{\"@level\":2,\"@message\":\"x\"}\n{\"@level\":\"info\",\"@message\":\"x\",\"@timestamp\":3}\n"+
+		"{\"@level\":\"error\",\"@message\":{\"nested\":true}}\nnull\nbad \xff\xfe utf8\n%s\n", strings.Repeat("x", 200000))
+	fmt.Fprintf(w, "{\"@level\":\"warn\",\"@message\":\"hostile stderr\",\"when\":%q}\n", when)
 }
 
 func dissemination(n, me int) *schedule.Schedule {
