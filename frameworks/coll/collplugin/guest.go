@@ -24,7 +24,10 @@ type Guest struct {
 	// values reach Schedule.
 	Params []params.Def
 	// Ops are the operations the plugin may fill; the others fall through
-	// to other components.
+	// to other components. Only those that schedule.Fillable accepts take
+	// schedules: the host refuses an answer with one for another (a bcast,
+	// a gatherv: their calls differ by root or counts, which a schedule
+	// does not know).
 	Ops []coll.Op
 	// Schedule writes rank's part of op on a communicator of size ranks.
 	// Returning nil and no error leaves op to other components on that

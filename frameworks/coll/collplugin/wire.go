@@ -9,6 +9,8 @@ package collplugin
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/coll/schedule"
@@ -37,17 +39,28 @@ var opByName = func() map[string]coll.Op {
 }()
 
 // parseReply reads a plugin's answer for rank of size and validates every
-// schedule in it. It never panics, whatever the bytes.
+// schedule in it: a schedule for an operation that schedules cannot
+// implement (schedule.Fillable: one that depends on a call's root, counts
+// or displacements) refuses the reply, as a schedule that does not
+// validate does. It never panics, whatever the bytes.
 func parseReply(b []byte, size, rank int) (map[coll.Op]*schedule.Schedule, string, error) {
 	var r reply
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, "", mpierr.Errorf(mpierr.ErrArg, "coll plugin reply: not JSON: %v", err)
 	}
-	out := map[coll.Op]*schedule.Schedule{}
-	for name, wire := range r.Schedules {
-		op, ok := opByName[name]
-		if !ok {
+	// In a fixed order, so that a reply with several faults is reported
+	// the same way every time.
+	for _, name := range slices.Sorted(maps.Keys(r.Schedules)) {
+		if _, ok := opByName[name]; !ok {
 			return nil, "", mpierr.Errorf(mpierr.ErrArg, "coll plugin reply: unknown operation %q", name)
+		}
+	}
+	out := map[coll.Op]*schedule.Schedule{}
+	for _, op := range coll.Ops() {
+		name := op.String()
+		wire, ok := r.Schedules[name]
+		if !ok {
+			continue
 		}
 		s, err := schedule.Decode(wire)
 		if err != nil {

@@ -67,11 +67,24 @@ func TestParseReplyRefuses(t *testing.T) {
 		"not a schedule":   {[]byte(`{"schedules":{"barrier":"aGVsbG8="}}`), "coll plugin reply, barrier: "},
 		"for another rank": {barrierReply(t, 4, 2), "made for barrier, rank 2 of 4"},
 		"for another size": {barrierReply(t, 8, 1), "made for barrier, rank 1 of 8"},
+		// A bcast written for root 0 would be run for every root.
+		"a rooted operation": {rootedReply(t), "schedule for bcast, rank 1 of 4: gompi runs no schedule for bcast: its calls differ by root"},
 	} {
 		if _, _, err := parseReply(c.reply, 4, 1); !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want ErrArg saying %q", name, err, c.says)
 		}
 	}
+}
+
+// rootedReply fills barrier and bcast, the bcast from root 0, for rank 1
+// of 4: it receives from rank 0.
+func rootedReply(t testing.TB) []byte {
+	bcast := &schedule.Schedule{Op: coll.Bcast, Size: 4, Rank: 1, Parts: 1, Rounds: [][]schedule.Step{{{Kind: schedule.Recv, Peer: 0, Dst: schedule.Output, First: 0, End: 1}}}}
+	b, err := json.Marshal(reply{Schedules: map[string][]byte{"barrier": dissemination(4, 1).Encode(), "bcast": bcast.Encode()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func FuzzParseReply(f *testing.F) {

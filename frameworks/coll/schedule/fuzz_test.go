@@ -111,6 +111,10 @@ func checkRun(t *testing.T, s *Schedule, elem, elems int) {
 		}
 		args[r] = &coll.Args{Op: s.Op, Send: pattern(r, n), Recv: out, Reducer: datatype.Reducer{Size: elem, Apply: combine}}
 	}
+	if s.Op == coll.Exscan {
+		// Run leaves rank 0's receive buffer of an exscan as it was.
+		peerOut[0] = append([]byte(nil), args[0].Recv...)
+	}
 	err := colltest.NewWorld(s.Size, false).Run(func(c coll.Comm) error {
 		if c.Rank() == s.Rank {
 			return Run(c, args[c.Rank()], s)

@@ -35,6 +35,15 @@ const (
 	numBuffers
 )
 
+var bufferNames = [...]string{"None", "Input", "Output", "Scratch"}
+
+func (b Buffer) String() string {
+	if b < numBuffers {
+		return bufferNames[b]
+	}
+	return fmt.Sprintf("buffer(%d)", b)
+}
+
 // Kind is what a step does.
 type Kind uint8
 
@@ -94,14 +103,53 @@ const (
 	MaxSteps  = 1 << 16
 )
 
+// Fillable says whether a schedule can implement op: nil, or an ErrArg
+// error that says why not. A schedule is made per communicator and runs
+// for every call of its operation there, so it can implement only the
+// operations whose calls differ in nothing it cannot see: not by root
+// (bcast, reduce, gather, scatter, gatherv, scatterv: a schedule written
+// for root 0 would give wrong results for any other), and not by counts
+// and displacements (gatherv, scatterv, allgatherv, alltoallv,
+// reduce_scatter: a schedule cuts buffers into equal blocks).
+func Fillable(op coll.Op) error {
+	var why string
+	switch op {
+	case coll.Barrier, coll.Allreduce, coll.Allgather, coll.Alltoall, coll.Scan, coll.Exscan, coll.ReduceScatterBlock:
+		return nil
+	case coll.Bcast, coll.Reduce, coll.Gather, coll.Scatter:
+		why = "its calls differ by root"
+	case coll.Gatherv, coll.Scatterv:
+		why = "its calls differ by root, counts and displacements"
+	case coll.Allgatherv, coll.Alltoallv, coll.ReduceScatter:
+		why = "its calls differ by counts and displacements"
+	default:
+		return mpierr.Errorf(mpierr.ErrArg, "schedule: unknown operation %s", op)
+	}
+	return mpierr.Errorf(mpierr.ErrArg, "gompi runs no schedule for %s: %s, which a schedule, made once per communicator, does not know", op, why)
+}
+
+// reduces reports whether op combines data, so that its schedules may
+// have reduce steps.
+func reduces(op coll.Op) bool {
+	switch op {
+	case coll.Barrier, coll.Allgather, coll.Alltoall:
+		return false
+	}
+	return true
+}
+
 // Validate checks a schedule against the communicator and operation it is
-// to run on: every peer a rank of it other than this one, every block run
-// inside the buffers, buffers the operation has, and no step of a round
-// reading or writing what a receive of that round writes. Its errors are
-// ErrArg and say which round and step.
+// to run on: an operation a schedule can implement (Fillable), every peer
+// a rank of it other than this one, every block run inside the buffers,
+// buffers the operation has, reduces only where the operation combines
+// data, and no step of a round reading or writing what a receive of that
+// round writes. Its errors are ErrArg and say which round and step.
 func (s *Schedule) Validate(op coll.Op, size, rank int) error {
 	bad := func(format string, a ...any) error {
 		return mpierr.Errorf(mpierr.ErrArg, "schedule for %s, rank %d of %d: "+format, append([]any{op, rank, size}, a...)...)
+	}
+	if err := Fillable(op); err != nil {
+		return fmt.Errorf("schedule for %s, rank %d of %d: %w", op, rank, size, err)
 	}
 	switch {
 	case s == nil:
@@ -157,6 +205,9 @@ func (s *Schedule) Validate(op coll.Op, size, rank int) error {
 					return at("a receive writes Output or Scratch, or nothing")
 				}
 			default:
+				if st.Kind == Reduce && !reduces(op) {
+					return at("%s combines nothing", op)
+				}
 				if st.Src == None || st.Dst == None || st.Dst == Input {
 					return at("reads a buffer and writes Output or Scratch")
 				}
@@ -196,20 +247,25 @@ func (s *Schedule) Validate(op coll.Op, size, rank int) error {
 }
 
 // Run executes a validated schedule on c with a's buffers, in the
-// operation's tag space. The receive of a step that brings another length
-// than its blocks' is an ErrCount error.
+// operation's tag space. The schedule sees every call as if it were not in
+// place (operands). A step whose blocks end past their buffer (a schedule
+// that does not fit the operation's buffers) is an ErrArg error, before
+// any message; the receive of a step that brings another length than its
+// blocks' is an ErrCount error.
 func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
-	n := len(a.Recv)
-	if l := len(a.Input()); l > n {
-		n = l
-	}
+	in, out, lent := operands(c, a, s.Op)
+	defer a.Scratch.Put(lent...)
+	n := max(len(in), len(out))
 	elem := 1
 	if a.Reducer.Size > 0 {
 		elem = a.Reducer.Size
 	}
 	off, length := coll.Blocks(n, elem, s.Parts)
+	if err := s.fits(off, length, len(in), len(out)); err != nil {
+		return err
+	}
 	var scratch []byte
-	bufs := [numBuffers][]byte{None: nil, Input: a.Input(), Output: a.Recv}
+	bufs := [numBuffers][]byte{None: nil, Input: in, Output: out}
 	region := func(b Buffer, first, end int) []byte {
 		if b == None || first == end {
 			return nil
@@ -218,12 +274,7 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 			scratch = make([]byte, n)
 			bufs[Scratch] = scratch
 		}
-		from, to := off[first], off[end-1]+length[end-1]
-		buf := bufs[b]
-		if to > len(buf) {
-			return nil // a buffer the rank does not have (a root's only): nothing
-		}
-		return buf[from:to]
+		return bufs[b][off[first] : off[end-1]+length[end-1]]
 	}
 	tag := coll.Tag(s.Op, 15)
 	for _, round := range s.Rounds {
@@ -265,6 +316,68 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 					return mpierr.Errorf(mpierr.ErrOp, "schedule for %s reduces without an op", s.Op)
 				}
 				a.Reducer.Apply(src, dst) // dst = src op dst
+			}
+		}
+	}
+	return nil
+}
+
+// operands returns the Input and Output a schedule works on, as they are
+// when the call is not in place, whether it is or not, so that one schedule
+// is right for both forms: in place, Input is a copy of the rank's input
+// (else a write to Output could change it under the schedule), cut as the
+// send buffer would be (allgather: the rank's own block; the others: the
+// whole input), and a reduce_scatter_block's Output is the result's block
+// alone. Rank 0 of an exscan gets an Output of its own: gompi leaves that
+// rank's receive buffer as it was. lent are the buffers to give back to
+// a.Scratch.
+func operands(c coll.Comm, a *coll.Args, op coll.Op) (in, out []byte, lent [][]byte) {
+	in, out = a.Send, a.Recv
+	if a.InPlace {
+		src := a.Recv
+		switch op {
+		case coll.Allgather:
+			blk := len(a.Recv) / c.Size()
+			src = a.Recv[c.Rank()*blk : (c.Rank()+1)*blk]
+		case coll.ReduceScatterBlock:
+			out = a.Recv[:len(a.Recv)/c.Size()]
+		}
+		in = a.Scratch.Get(len(src))
+		copy(in, src)
+		lent = append(lent, in)
+	}
+	if op == coll.Exscan && c.Rank() == 0 {
+		own := a.Scratch.Get(len(out))
+		copy(own, out)
+		out = own
+		lent = append(lent, own)
+	}
+	return in, out, lent
+}
+
+// fits checks that every step's blocks lie within their buffers: Input
+// and Output may be shorter than the n bytes the blocks cut (an
+// allgather's input, a reduce_scatter_block's output), and a schedule
+// that reaches past them does not fit the operation.
+func (s *Schedule) fits(off, length []int, in, out int) error {
+	n := 0
+	if k := len(off); k > 0 {
+		n = off[k-1] + length[k-1]
+	}
+	if in >= n && out >= n {
+		return nil
+	}
+	lens := [numBuffers]int{Input: in, Output: out, Scratch: n}
+	for ri, round := range s.Rounds {
+		for si, st := range round {
+			for _, b := range [2]Buffer{st.Src, st.Dst} {
+				if b == None || st.First == st.End {
+					continue
+				}
+				if end := off[st.End-1] + length[st.End-1]; end > lens[b] {
+					return mpierr.Errorf(mpierr.ErrArg, "schedule for %s, rank %d of %d: round %d, step %d (%s): blocks [%d, %d) end at byte %d, past the %d bytes of %s: the schedule does not fit the operation's buffers",
+						s.Op, s.Rank, s.Size, ri, si, st.Kind, st.First, st.End, end, lens[b], b)
+				}
 			}
 		}
 	}

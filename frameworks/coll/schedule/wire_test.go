@@ -149,6 +149,29 @@ func TestWireDocTables(t *testing.T) {
 		fmt.Sprintf("| `schedule.MaxSteps` | %d |", MaxSteps),
 		fmt.Sprintf("a `kind` is not %d to %d, or a `src` or `dst` not 0 to %d", Send, numKinds-1, numBuffers-1),
 	)
+	// The operations that take schedules and those refused, grouped by
+	// the reason Fillable gives.
+	var taken []string
+	refused := map[string][]string{}
+	var reasons []string
+	for _, op := range coll.Ops() {
+		name := "`" + op.String() + "`"
+		err := Fillable(op)
+		if err == nil {
+			taken = append(taken, name)
+			continue
+		}
+		_, why, _ := strings.Cut(err.Error(), op.String()+": ")
+		why, _, _ = strings.Cut(why, ", which")
+		if refused[why] == nil {
+			reasons = append(reasons, why)
+		}
+		refused[why] = append(refused[why], name)
+	}
+	want = append(want, "| "+strings.Join(taken, ", ")+" | taken |")
+	for _, why := range reasons {
+		want = append(want, "| "+strings.Join(refused[why], ", ")+" | refused: "+why+" |")
+	}
 	flat := strings.Join(strings.Fields(doc), " ") // prose wraps anywhere
 	for _, w := range want {
 		if !strings.Contains(flat, w) {

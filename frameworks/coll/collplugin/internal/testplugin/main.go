@@ -15,6 +15,10 @@
 //	             go-plugin's parser (hostileLines) before its handshake and
 //	             in every query, through the pipe and the gRPC stream
 //	hostilequery writes hostileLines and panics while answering a query
+//	rooted       a barrier and a bcast written for root 0 (which the host
+//	             must refuse: it would run for every root)
+//	ringallgather  an allgather round a ring, that reads its input late
+//	             (right in place only if the host keeps Input apart)
 //	anything else  a correct dissemination barrier
 package main
 
@@ -40,7 +44,10 @@ func main() {
 	// The stderr pipe itself: go-plugin's Serve points os.Stderr at its
 	// gRPC stream.
 	pipe := os.Stderr
-	barrier := func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+	// The plugin fills ops, each with sched's schedule: by default the
+	// barrier alone.
+	ops := []coll.Op{coll.Barrier}
+	sched := func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 		return dissemination(size, rank), nil
 	}
 	switch name {
@@ -60,15 +67,15 @@ func main() {
 		plugin.Serve(plugin.Guest{Info: mca.Info{Framework: "coll", Name: name, Version: mca.Version{Major: 1}, API: mca.Version{Major: 99}}})
 		return
 	case "crashquery":
-		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {
+		sched = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {
 			panic("testplugin: crashing in a query on purpose")
 		}
 	case "hangquery":
-		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) { select {} }
+		sched = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) { select {} }
 	case "once":
 		var mu sync.Mutex
 		seen := map[[2]int]bool{}
-		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+		sched = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 			mu.Lock()
 			defer mu.Unlock()
 			if seen[[2]int{size, rank}] {
@@ -79,18 +86,31 @@ func main() {
 		}
 	case "hostile":
 		hostile(pipe, "before the handshake")
-		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+		sched = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 			hostile(pipe, "during a query, through the pipe")
 			hostile(os.Stderr, "during a query, through the stream")
 			return dissemination(size, rank), nil
 		}
 	case "hostilequery":
-		barrier = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {
+		sched = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {
 			hostile(pipe, "before a crash")
 			panic("testplugin: crashing after hostile stderr on purpose")
 		}
+	case "rooted":
+		ops = []coll.Op{coll.Barrier, coll.Bcast}
+		sched = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+			if op == coll.Bcast {
+				return bcastFromZero(size, rank), nil
+			}
+			return dissemination(size, rank), nil
+		}
+	case "ringallgather":
+		ops = []coll.Op{coll.Allgather}
+		sched = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+			return ringAllgather(size, rank), nil
+		}
 	case "badschedule":
-		barrier = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
+		sched = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 			s := dissemination(size, rank)
 			if len(s.Rounds) > 0 {
 				s.Rounds[0][0].Peer = size + 7
@@ -98,7 +118,7 @@ func main() {
 			return s, nil
 		}
 	}
-	collplugin.Serve(collplugin.Guest{Name: name, Version: mca.Version{Major: 1}, Priority: 60, Ops: []coll.Op{coll.Barrier}, Schedule: barrier})
+	collplugin.Serve(collplugin.Guest{Name: name, Version: mca.Version{Major: 1}, Priority: 60, Ops: ops, Schedule: sched})
 }
 
 // hostile writes lines that go-plugin v1.8.0's stderr parser panicked on
@@ -116,5 +136,48 @@ func dissemination(n, me int) *schedule.Schedule {
 	for k := 1; k < n; k <<= 1 {
 		s.Rounds = append(s.Rounds, []schedule.Step{{Kind: schedule.Send, Peer: (me + k) % n}, {Kind: schedule.Recv, Peer: (me - k + n) % n}})
 	}
+	return s
+}
+
+// bcastFromZero: rank 0 sends its buffer to every other rank.
+func bcastFromZero(n, me int) *schedule.Schedule {
+	s := &schedule.Schedule{Op: coll.Bcast, Size: n, Rank: me, Parts: 1}
+	var round []schedule.Step
+	if me == 0 {
+		for r := 1; r < n; r++ {
+			round = append(round, schedule.Step{Kind: schedule.Send, Peer: r, Src: schedule.Output, First: 0, End: 1})
+		}
+	} else {
+		round = append(round, schedule.Step{Kind: schedule.Recv, Peer: 0, Dst: schedule.Output, First: 0, End: 1})
+	}
+	s.Rounds = [][]schedule.Step{round}
+	return s
+}
+
+// ringAllgather passes blocks round a ring, n parts. Input is the rank's
+// block alone (Input [0, 1)), sent on in the first round; a step keeps its
+// block index, so the rank's own block comes back from the next rank last.
+func ringAllgather(n, me int) *schedule.Schedule {
+	s := &schedule.Schedule{Op: coll.Allgather, Size: n, Rank: me, Parts: n}
+	step := func(k schedule.Kind, peer int, src, dst schedule.Buffer, b int) schedule.Step {
+		return schedule.Step{Kind: k, Peer: peer, Src: src, Dst: dst, First: b, End: b + 1}
+	}
+	if n == 1 {
+		s.Rounds = [][]schedule.Step{{step(schedule.Copy, 0, schedule.Input, schedule.Output, 0)}}
+		return s
+	}
+	mod := func(b int) int { return ((b % n) + n) % n }
+	next, prev := mod(me+1), mod(me-1)
+	for k := 0; k < n-1; k++ {
+		send := step(schedule.Send, next, schedule.Output, schedule.None, mod(me-k))
+		if k == 0 {
+			send = step(schedule.Send, next, schedule.Input, schedule.None, 0)
+		}
+		s.Rounds = append(s.Rounds, []schedule.Step{send, step(schedule.Recv, prev, schedule.None, schedule.Output, mod(me-k-1))})
+	}
+	s.Rounds = append(s.Rounds, []schedule.Step{
+		step(schedule.Send, prev, schedule.Output, schedule.None, prev),
+		step(schedule.Recv, next, schedule.None, schedule.Output, me),
+	})
 	return s
 }
