@@ -126,3 +126,13 @@ func TestDecodeRefuses(t *testing.T) {
 		}
 	}
 }
+
+// Decode's refusal of a header names the magic it wants, whatever it is.
+func TestDecodeNamesTheMagic(t *testing.T) {
+	b := ringAllreduce(3, 0).Encode()
+	defer func(m [4]byte) { magic = m }(magic)
+	magic = [4]byte{'T', 'E', 'S', 'T'}
+	if _, err := Decode(b); !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), "not a schedule: no TEST header") {
+		t.Errorf("Decode of a GSC1 schedule where TEST is wanted: %v", err)
+	}
+}

@@ -43,7 +43,7 @@ func Decode(b []byte) (*Schedule, error) {
 		return nil, mpierr.Errorf(mpierr.ErrArg, "schedule: %s (%d bytes)", what, len(b))
 	}
 	if len(b) < 4+1+16 || [4]byte(b[:4]) != magic {
-		return bad("not a schedule: no GSC1 header")
+		return bad("not a schedule: no " + string(magic[:]) + " header")
 	}
 	u32 := func(at int) int { return int(binary.LittleEndian.Uint32(b[at:])) }
 	s := &Schedule{Op: coll.Op(b[4]), Size: u32(5), Rank: u32(9), Parts: u32(13)}
