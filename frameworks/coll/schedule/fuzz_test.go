@@ -65,8 +65,21 @@ func pattern(rank, n int) []byte {
 // of s gives: a receive copies the peer's input blocks, a send puts the
 // blocks as they are at the start of the round into the peer's output, the
 // copies and reduces run in order after the messages. The rank's input is
-// never written.
+// never written. Where the operation's in-place form has the same buffers
+// (allreduce, scan, alltoall), it runs in place too, every rank's receive
+// buffer holding its input: the plain reading is the same, from those
+// outputs.
 func checkRun(t *testing.T, s *Schedule, elem, elems int) {
+	t.Helper()
+	for _, inPlace := range []bool{false, true} {
+		if inPlace && s.Op != coll.Allreduce && s.Op != coll.Scan && s.Op != coll.Alltoall {
+			continue
+		}
+		checkRunForm(t, s, elem, elems, inPlace)
+	}
+}
+
+func checkRunForm(t *testing.T, s *Schedule, elem, elems int, inPlace bool) {
 	t.Helper()
 	n := elem * elems
 	off, length := coll.Blocks(n, elem, s.Parts)
@@ -76,10 +89,20 @@ func checkRun(t *testing.T, s *Schedule, elem, elems int) {
 		}
 		return b[off[first] : off[end-1]+length[end-1]]
 	}
-	bufs := [numBuffers][]byte{Input: pattern(s.Rank, n), Output: pattern(100+s.Rank, n), Scratch: make([]byte, n)}
+	// initOut is rank r's receive buffer before the call.
+	initOut := func(r int) []byte {
+		switch {
+		case inPlace:
+			return pattern(r, n)
+		case r == s.Rank:
+			return pattern(100+r, n)
+		}
+		return make([]byte, n)
+	}
+	bufs := [numBuffers][]byte{Input: pattern(s.Rank, n), Output: initOut(s.Rank), Scratch: make([]byte, n)}
 	peerOut := make([][]byte, s.Size)
 	for r := range peerOut {
-		peerOut[r] = make([]byte, n)
+		peerOut[r] = initOut(r)
 	}
 	for _, round := range s.Rounds {
 		for _, st := range round {
@@ -105,15 +128,14 @@ func checkRun(t *testing.T, s *Schedule, elem, elems int) {
 
 	args := make([]*coll.Args, s.Size)
 	for r := range args {
-		out := make([]byte, n)
-		if r == s.Rank {
-			out = pattern(100+r, n)
+		args[r] = &coll.Args{Op: s.Op, Send: pattern(r, n), Recv: initOut(r), Reducer: datatype.Reducer{Size: elem, Apply: combine}}
+		if inPlace {
+			args[r].Send, args[r].InPlace = nil, true
 		}
-		args[r] = &coll.Args{Op: s.Op, Send: pattern(r, n), Recv: out, Reducer: datatype.Reducer{Size: elem, Apply: combine}}
 	}
 	if s.Op == coll.Exscan {
 		// Run leaves rank 0's receive buffer of an exscan as it was.
-		peerOut[0] = append([]byte(nil), args[0].Recv...)
+		peerOut[0] = initOut(0)
 	}
 	err := colltest.NewWorld(s.Size, false).Run(func(c coll.Comm) error {
 		if c.Rank() == s.Rank {
@@ -122,14 +144,14 @@ func checkRun(t *testing.T, s *Schedule, elem, elems int) {
 		return Run(c, args[c.Rank()], mirror(s, c.Rank()))
 	})
 	if err != nil {
-		t.Fatalf("a valid schedule of %d rounds on %d bytes failed: %v", len(s.Rounds), n, err)
+		t.Fatalf("a valid schedule of %d rounds on %d bytes, in place %v, failed: %v", len(s.Rounds), n, inPlace, err)
 	}
 	for r, a := range args {
 		if !bytes.Equal(a.Recv, peerOut[r]) {
-			t.Fatalf("rank %d of %d (the schedule's: %d), %d bytes in %d parts: output\n%x, want\n%x", r, s.Size, s.Rank, n, s.Parts, a.Recv, peerOut[r])
+			t.Fatalf("in place %v, rank %d of %d (the schedule's: %d), %d bytes in %d parts: output\n%x, want\n%x", inPlace, r, s.Size, s.Rank, n, s.Parts, a.Recv, peerOut[r])
 		}
 	}
-	if !bytes.Equal(args[s.Rank].Send, pattern(s.Rank, n)) {
+	if !inPlace && !bytes.Equal(args[s.Rank].Send, pattern(s.Rank, n)) {
 		t.Fatal("the schedule's run wrote its input")
 	}
 }
