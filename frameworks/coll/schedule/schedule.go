@@ -5,7 +5,9 @@
 // consulted only at set-up) gives its algorithm to the host: the plugin
 // answers with a schedule per communicator, rank and operation, the host
 // validates it once (Validate: it is outside input), caches it, and runs
-// it at full speed (Run).
+// it at full speed (Run). A schedule serves every call of its operation on
+// the communicator, so only operations whose calls differ in nothing it
+// cannot know (no root, no counts: Fillable) take one.
 //
 // Buffers are cut into Parts blocks of whole elements the way
 // coll.Blocks cuts them, so that one schedule serves every message size;
