@@ -131,9 +131,9 @@ func (l *lockedBuffer) String() string {
 
 // Plugins whose stderr crashed the host (go-plugin parsed it as hclog JSON
 // and panicked on a @message that is not a string): hostile writes such
-// lines, invalid UTF-8 and a 200 kB line before its handshake and in every
-// query, through the pipe and through the gRPC stream, and is used (its
-// barrier runs on 3 ranks); hostilequery writes them and crashes in a
+// lines, invalid UTF-8, a 200 kB line and a line cut before its newline
+// before its handshake and in every query, through the pipe and through
+// the gRPC stream, and is used (its barrier runs on 3 ranks); hostilequery writes them and crashes in a
 // query, and declines with the reason quoting its panic. What both wrote
 // reaches the log, their hclog lines as warnings, the rest at debug.
 func TestHostileStderr(t *testing.T) {
@@ -199,6 +199,12 @@ func TestHostileStderr(t *testing.T) {
 		t.Errorf("the plugin that crashed: %v, want a decline saying %q", err, reason)
 	}
 	log := out.String()
+	// A query's last line is finished by the next query's first, in the
+	// pipe and in the stream: 2 of each after 3 queries.
+	joined := `[DEBUG] mca.plugin.gompi-coll-hostile: no newline yet, {"@message":1}: rank=0`
+	if k := strings.Count(log, joined); k != 4 {
+		t.Errorf("the log has %q %d times, want 4", joined, k)
+	}
 	for _, want := range []string{
 		`[WARN]  mca.plugin.gompi-coll-hostile: hostile stderr: rank=0 when="before the handshake"`,
 		`[WARN]  mca.plugin.gompi-coll-hostile: hostile stderr: rank=0 when="during a query, through the pipe"`,

@@ -12,9 +12,10 @@
 //	once         a correct dissemination barrier, but panics when asked twice
 //	             for one communicator shape (the host caches its answers)
 //	hostile      a correct dissemination barrier, with stderr that crashed
-//	             go-plugin's parser (hostileLines) before its handshake and
-//	             in every query, through the pipe and the gRPC stream
-//	hostilequery writes hostileLines and panics while answering a query
+//	             go-plugin's parser (see hostile) before its handshake and
+//	             in every query, through the pipe and the gRPC stream, each
+//	             query's last line without its newline
+//	hostilequery writes the same and panics while answering a query
 //	rooted       a barrier and a bcast written for root 0 (which the host
 //	             must refuse: it would run for every root)
 //	ringallgather  an allgather round a ring, that reads its input late
@@ -89,6 +90,9 @@ func main() {
 		sched = func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 			hostile(pipe, "during a query, through the pipe")
 			hostile(os.Stderr, "during a query, through the stream")
+			// The next query's first line completes these.
+			fmt.Fprint(pipe, "no newline yet, ")
+			fmt.Fprint(os.Stderr, "no newline yet, ")
 			return dissemination(size, rank), nil
 		}
 	case "hostilequery":
