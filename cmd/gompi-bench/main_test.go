@@ -17,7 +17,7 @@ import (
 var bin struct{ mpirun, bench string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "gompi-bench-test-", map[*string]string{&bin.mpirun: "../mpirun", &bin.bench: "."})
+	testutil.Main(m, map[*string]string{&bin.mpirun: "../mpirun", &bin.bench: "."})
 }
 
 // row is one line of the table.

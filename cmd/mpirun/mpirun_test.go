@@ -25,7 +25,7 @@ import (
 var bin struct{ mpirun, rankprog, hello, bench string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "mpirun-test-", map[*string]string{
+	testutil.Main(m, map[*string]string{
 		&bin.mpirun: ".", &bin.rankprog: "../../internal/testprogs/rankprog", &bin.hello: "../../examples/hello",
 		&bin.bench: "../gompi-bench"})
 }

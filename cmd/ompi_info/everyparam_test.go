@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/gompi/gompi/internal/testutil"
 )
 
 // linkAllSource is a program that links every library package of the module
@@ -75,9 +77,12 @@ func TestEveryParameterListed(t *testing.T) {
 	if err := os.WriteFile(overlay, []byte(`{"Replace":{"`+virtual+`":"`+src+`"}}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	linkAll, info := filepath.Join(dir, "linkall"), filepath.Join(dir, "ompi_info")
+	linkAll := filepath.Join(dir, "linkall")
 	goCmd("build", "-overlay", overlay, "-o", linkAll, "./cmd/ompi_info/linkall_overlay")
-	goCmd("build", "-o", info, "./cmd/ompi_info")
+	info, err := testutil.Program(".")
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	env := append(os.Environ(), cleanEnv...)
 	out, err := (&exec.Cmd{Path: linkAll, Env: env}).Output()

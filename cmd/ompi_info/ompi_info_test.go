@@ -18,6 +18,7 @@ import (
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
@@ -291,9 +292,9 @@ func TestCommand(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command")
 	}
-	bin := filepath.Join(t.TempDir(), "ompi_info")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	bin, err := testutil.Program(".")
+	if err != nil {
+		t.Fatal(err)
 	}
 	runBin := func(env []string, args ...string) (string, string, int) {
 		cmd := exec.Command(bin, args...)

@@ -20,7 +20,7 @@ import (
 var bin struct{ mpirun, ompiInfo, collectives, bench, testplugin string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "outoftree-test-", map[*string]string{
+	testutil.Main(m, map[*string]string{
 		&bin.mpirun: "../../cmd/mpirun", &bin.ompiInfo: "../../cmd/ompi_info",
 		&bin.collectives: "../collectives", &bin.bench: "../../cmd/gompi-bench",
 		&bin.testplugin: "../../frameworks/coll/collplugin/internal/testplugin",

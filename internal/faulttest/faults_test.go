@@ -22,7 +22,7 @@ import (
 var bin struct{ mpirun, faultprog string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "faulttest-", map[*string]string{
+	testutil.Main(m, map[*string]string{
 		&bin.mpirun: "../../cmd/mpirun", &bin.faultprog: "../testprogs/faultprog"})
 }
 

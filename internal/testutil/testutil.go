@@ -6,6 +6,8 @@ package testutil
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,40 +24,112 @@ import (
 )
 
 // Build builds each package of bins (a path relative to the test's
-// directory) into a new temporary directory named after prefix, and stores
-// the program's path where its key points. The program is named after the
-// package's directory. On error the directory is gone.
-func Build(prefix string, bins map[*string]string) (dir string, err error) {
-	if dir, err = os.MkdirTemp("", prefix); err != nil {
-		return "", err
+// directory) and stores the program's path where its key points; the
+// program is named after the package's directory.
+//
+// The programs live in one folder per checkout under the temporary
+// directory (programDir), one subfolder per package, and go build does not
+// relink a program that is up to date where it is asked to write it: the
+// programs a whole `go test ./...` runs are linked once, not once per test
+// package that runs them (linking was a tenth of the suite's time). A lock
+// file serialises the builds of one program by test processes that run at
+// once; go build puts a new program in place by renaming it over the old
+// one, so a process still running the old one keeps it.
+func Build(bins map[*string]string) error {
+	root, err := programDir()
+	if err != nil {
+		return err
 	}
 	for out, pkg := range bins {
-		abs, err := filepath.Abs(pkg)
+		path, err := buildProgram(root, pkg)
 		if err != nil {
-			os.RemoveAll(dir)
-			return "", err
+			return err
 		}
-		*out = filepath.Join(dir, filepath.Base(abs))
-		if msg, err := exec.Command("go", "build", "-o", *out, pkg).CombinedOutput(); err != nil {
-			os.RemoveAll(dir)
-			return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
-		}
+		*out = path
 	}
-	return dir, nil
+	return nil
+}
+
+// Program builds the package at pkg (as Build) and returns the program's
+// path. Callers that need it under another name copy it.
+func Program(pkg string) (string, error) {
+	root, err := programDir()
+	if err != nil {
+		return "", err
+	}
+	return buildProgram(root, pkg)
+}
+
+// Install puts a copy of the package's program (built as Build builds it)
+// at dst, executable, for a test that needs it under a name of its own (a
+// plugin's), and fails the test if it cannot.
+func Install(t testing.TB, pkg, dst string) {
+	t.Helper()
+	src, err := Program(pkg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// programDir is the folder of this checkout's test programs: named after
+// the module's folder, so that checkouts side by side do not share it.
+func programDir() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside a Go module")
+	}
+	sum := sha256.Sum256([]byte(filepath.Dir(mod)))
+	dir := filepath.Join(os.TempDir(), "gompi-test-programs", hex.EncodeToString(sum[:8]))
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+func buildProgram(root, pkg string) (string, error) {
+	abs, err := filepath.Abs(pkg)
+	if err != nil {
+		return "", err
+	}
+	list, err := exec.Command("go", "list", "-f", "{{.ImportPath}}", pkg).Output()
+	if err != nil {
+		return "", fmt.Errorf("go list %s: %v", pkg, err)
+	}
+	dir := filepath.Join(root, strings.ReplaceAll(strings.TrimSpace(string(list)), "/", "_"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return "", fmt.Errorf("locking %s: %v", lock.Name(), err)
+	}
+	path := filepath.Join(dir, filepath.Base(abs))
+	if msg, err := exec.Command("go", "build", "-o", path, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+	}
+	return path, nil
 }
 
 // Main is the TestMain of a package whose tests all run built programs:
-// it builds bins (as Build), runs the tests, removes the programs and
-// exits.
-func Main(m *testing.M, prefix string, bins map[*string]string) {
-	dir, err := Build(prefix, bins)
-	if err != nil {
+// it builds bins (as Build), runs the tests and exits.
+func Main(m *testing.M, bins map[*string]string) {
+	if err := Build(bins); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // CleanEnv is the environment without a launcher's variables: a program

@@ -28,7 +28,7 @@ const (
 var bin struct{ mpirun, ring, bench string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "netns-test-", map[*string]string{
+	testutil.Main(m, map[*string]string{
 		&bin.mpirun: "../../cmd/mpirun", &bin.ring: "../../examples/ring", &bin.bench: "../../cmd/gompi-bench",
 	})
 }

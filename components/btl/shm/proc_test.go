@@ -31,22 +31,13 @@ import (
 var bins struct {
 	once                     sync.Once
 	err                      error
-	dir                      string
 	mpirun, btlprog, shmprog string
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if bins.dir != "" {
-		os.RemoveAll(bins.dir)
-	}
-	os.Exit(code)
 }
 
 func build(t testing.TB) {
 	t.Helper()
 	bins.once.Do(func() {
-		bins.dir, bins.err = testutil.Build("shm-test-", map[*string]string{&bins.mpirun: "../../../cmd/mpirun",
+		bins.err = testutil.Build(map[*string]string{&bins.mpirun: "../../../cmd/mpirun",
 			&bins.btlprog: "../../../internal/testprogs/btlprog", &bins.shmprog: "../../../internal/testprogs/shmprog"})
 	})
 	if bins.err != nil {

@@ -28,16 +28,15 @@ import (
 // binary started with benchProgEnv set is a rank of a process benchmark
 // instead (see bench_test.go).
 var bin struct {
-	once                 sync.Once
-	err                  error
-	dir, mpirun, btlprog string
+	once            sync.Once
+	err             error
+	mpirun, btlprog string
 }
 
 func buildBins(tb testing.TB) {
 	tb.Helper()
 	bin.once.Do(func() {
-		bin.dir, bin.err = testutil.Build("btl-tcp-test-",
-			map[*string]string{&bin.mpirun: "../../../cmd/mpirun", &bin.btlprog: "../../../internal/testprogs/btlprog"})
+		bin.err = testutil.Build(map[*string]string{&bin.mpirun: "../../../cmd/mpirun", &bin.btlprog: "../../../internal/testprogs/btlprog"})
 	})
 	if bin.err != nil {
 		tb.Fatal(bin.err)
@@ -48,11 +47,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(benchProgEnv) != "" {
 		os.Exit(benchRank())
 	}
-	code := m.Run()
-	if bin.dir != "" {
-		os.RemoveAll(bin.dir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // maxSweep is the largest message of a sweep: every size to 16 MiB, a few

@@ -2,12 +2,12 @@ package collplugin
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/params"
 )
@@ -33,10 +33,7 @@ var _ coll.Comm = shape{}
 // catalogue and opens it for a new Base.
 func openPlugin(b *testing.B) (*mca.Base, *component) {
 	dir := b.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "gompi-coll-good"), "./internal/testplugin")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
-	}
+	testutil.Install(b, "./internal/testplugin", filepath.Join(dir, "gompi-coll-good"))
 	base, err := mca.NewBase(mca.Options{Rank: -1, Output: os.Stderr, Sources: params.Sources{
 		CommandLine: []params.Setting{{Name: mca.ComponentPathName, Value: dir}},
 		Env:         []string{"OMPI_MCA_mca_base_param_files=none"}}})

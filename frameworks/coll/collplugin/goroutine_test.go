@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -25,9 +25,7 @@ import (
 func TestPluginWithGoroutineRanks(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "gompi-coll-once")
-	if out, err := exec.Command("go", "build", "-o", exe, "./internal/testplugin").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testutil.Install(t, "./internal/testplugin", exe)
 	const n = 4
 	mpitest.Run(t, n, func(r *mpitest.Rank) error {
 		w := r.CommWorld()

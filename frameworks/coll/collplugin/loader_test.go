@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/coll/colltest"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/params"
 )
@@ -27,9 +27,7 @@ import (
 func TestLoaderSkipsWhatItCannotRun(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "gompi-coll-good")
-	if out, err := exec.Command("go", "build", "-o", good, "./internal/testplugin").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testutil.Install(t, "./internal/testplugin", good)
 	prog, err := os.ReadFile(good)
 	if err != nil {
 		t.Fatal(err)
@@ -139,9 +137,7 @@ func (l *lockedBuffer) String() string {
 func TestHostileStderr(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "gompi-coll-hostile")
-	if out, err := exec.Command("go", "build", "-o", exe, "./internal/testplugin").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testutil.Install(t, "./internal/testplugin", exe)
 	prog, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)

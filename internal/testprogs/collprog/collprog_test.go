@@ -15,7 +15,7 @@ import (
 var bin struct{ mpirun, prog string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "collprog-test-", map[*string]string{&bin.mpirun: "../../../cmd/mpirun", &bin.prog: "."})
+	testutil.Main(m, map[*string]string{&bin.mpirun: "../../../cmd/mpirun", &bin.prog: "."})
 }
 
 // job starts a job and returns its output and whether it exited 0.

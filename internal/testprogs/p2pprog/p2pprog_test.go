@@ -21,7 +21,7 @@ import (
 var bin struct{ mpirun, prog, ring string }
 
 func TestMain(m *testing.M) {
-	testutil.Main(m, "p2pprog-test-", map[*string]string{
+	testutil.Main(m, map[*string]string{
 		&bin.mpirun: "../../../cmd/mpirun", &bin.prog: ".", &bin.ring: "../../../examples/ring"})
 }
 

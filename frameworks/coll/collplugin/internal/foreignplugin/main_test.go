@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -20,9 +21,7 @@ import (
 func TestForeignPlugin(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "gompi-coll-foreign")
-	if out, err := exec.Command("go", "build", "-o", exe, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testutil.Install(t, ".", exe)
 	proto, err := filepath.Abs("../../../../../mca/plugin/plugin.proto")
 	if err != nil {
 		t.Fatal(err)

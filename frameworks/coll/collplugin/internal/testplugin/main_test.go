@@ -3,13 +3,13 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -26,9 +26,7 @@ import (
 func TestSchedulesGiveRightResults(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "gompi-coll-rooted")
-	if out, err := exec.Command("go", "build", "-o", exe, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	testutil.Install(t, ".", exe)
 	prog, err := os.ReadFile(exe)
 	if err != nil {
 		t.Fatal(err)
