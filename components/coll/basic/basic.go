@@ -72,12 +72,18 @@ func Barrier(c coll.Comm, a *coll.Args) error {
 
 // sendAll sends buf to every other rank at once.
 func sendAll(c coll.Comm, buf []byte, tag int) error {
+	return sendEach(c, tag, func(int) []byte { return buf })
+}
+
+// sendEach sends block(r) to every rank r but this one, all at once, and
+// waits for the sends.
+func sendEach(c coll.Comm, tag int, block func(r int) []byte) error {
 	var reqs []*pml.Request
 	for r := 0; r < c.Size(); r++ {
 		if r == c.Rank() {
 			continue
 		}
-		q, err := c.Isend(buf, r, tag)
+		q, err := c.Isend(block(r), r, tag)
 		if err != nil {
 			coll.WaitAll(reqs...)
 			return err
@@ -186,23 +192,10 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 		block = len(a.Send) / c.Size()
 	}
 	displs, counts := coll.Layout(c, a, block)
-	var reqs []*pml.Request
-	for r := 0; r < c.Size(); r++ {
-		src := a.Send[displs[r] : displs[r]+counts[r]]
-		if r == me {
-			if !a.InPlace {
-				copy(a.Recv, src)
-			}
-			continue
-		}
-		q, err := c.Isend(src, r, tag)
-		if err != nil {
-			coll.WaitAll(reqs...)
-			return err
-		}
-		reqs = append(reqs, q)
+	if !a.InPlace {
+		copy(a.Recv, a.Send[displs[me]:displs[me]+counts[me]])
 	}
-	return coll.WaitAll(reqs...)
+	return sendEach(c, tag, func(r int) []byte { return a.Send[displs[r] : displs[r]+counts[r]] })
 }
 
 // Allgather (and Allgatherv): every rank sends its block to every other.
