@@ -201,19 +201,27 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 // Allgather (and Allgatherv): every rank sends its block to every other.
 func Allgather(c coll.Comm, a *coll.Args) error {
 	tag := coll.Tag(a.Op, 0)
-	me, n := c.Rank(), c.Size()
+	me := c.Rank()
 	displs, counts := coll.Layout(c, a, gatherBlock(c, a))
 	mine := a.Recv[displs[me] : displs[me]+counts[me]]
 	if !a.InPlace {
 		copy(mine, a.Send)
 	}
+	return exchangeAll(c, tag, func(r int) []byte { return mine }, a.Recv, displs, counts)
+}
+
+// exchangeAll sends block(r) to every other rank r and receives rank r's
+// counts[r] bytes at displs[r] of recv, all at once, and waits for all:
+// allgather's and alltoall's one round.
+func exchangeAll(c coll.Comm, tag int, block func(r int) []byte, recv []byte, displs, counts []int) error {
+	me, n := c.Rank(), c.Size()
 	var recvs, sends []*pml.Request
 	defer func() { coll.WaitAll(append(recvs, sends...)...) }()
 	for r := 0; r < n; r++ {
 		if r == me {
 			continue
 		}
-		q, err := c.Irecv(a.Recv[displs[r]:displs[r]+counts[r]], r, tag)
+		q, err := c.Irecv(recv[displs[r]:displs[r]+counts[r]], r, tag)
 		if err != nil {
 			return err
 		}
@@ -223,7 +231,7 @@ func Allgather(c coll.Comm, a *coll.Args) error {
 		if r == me {
 			continue
 		}
-		q, err := c.Isend(mine, r, tag)
+		q, err := c.Isend(block(r), r, tag)
 		if err != nil {
 			return err
 		}
@@ -252,31 +260,7 @@ func Alltoall(c coll.Comm, a *coll.Args) error {
 		rdispls, rcounts = sdispls, scounts
 	}
 	copy(a.Recv[rdispls[me]:rdispls[me]+rcounts[me]], send[sdispls[me]:sdispls[me]+scounts[me]])
-	var recvs, sends []*pml.Request
-	defer func() { coll.WaitAll(append(recvs, sends...)...) }()
-	for r := 0; r < n; r++ {
-		if r == me {
-			continue
-		}
-		q, err := c.Irecv(a.Recv[rdispls[r]:rdispls[r]+rcounts[r]], r, tag)
-		if err != nil {
-			return err
-		}
-		recvs = append(recvs, q)
-	}
-	for r := 0; r < n; r++ {
-		if r == me {
-			continue
-		}
-		q, err := c.Isend(send[sdispls[r]:sdispls[r]+scounts[r]], r, tag)
-		if err != nil {
-			return err
-		}
-		sends = append(sends, q)
-	}
-	err := coll.WaitCounts(c, recvs, rcounts, me)
-	recvs = nil
-	return err
+	return exchangeAll(c, tag, func(r int) []byte { return send[sdispls[r] : sdispls[r]+scounts[r]] }, a.Recv, rdispls, rcounts)
 }
 
 // Scan: rank r receives the prefix of ranks 0..r-1 from r-1, combines its
