@@ -308,15 +308,23 @@ func Barrier(c *Comm) error { return c.Barrier() }
 // Bcast sends the root's buf to every rank's buf (MPI_Bcast); every rank
 // passes the same length.
 func Bcast[T Elem](c *Comm, buf []T, root int) error {
-	if err := c.checkRoot("Bcast", root); err != nil {
+	a, err := bcastArgs(c, "Bcast", buf, root)
+	if err != nil {
 		return err
 	}
-	return c.collective(coll.Bcast, "Bcast", c.args(coll.Args{Recv: datatype.Bytes(buf), Root: root}))
+	return c.collective(coll.Bcast, "Bcast", a)
 }
 
-// reduceArgs checks the buffers of an element-wise reduction and builds
+func bcastArgs[T Elem](c *Comm, name string, buf []T, root int) (*coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
+	}
+	return c.args(coll.Args{Recv: datatype.Bytes(buf), Root: root}), nil
+}
+
+// reductionArgs checks the buffers of an element-wise reduction and builds
 // its arguments; recvNeeded says whether this rank's recv matters.
-func reduceArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, recvNeeded bool) (*coll.Args, error) {
+func reductionArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, recvNeeded bool) (*coll.Args, error) {
 	r, err := reducer[T](c, name, op)
 	if err != nil {
 		return nil, err
@@ -344,21 +352,29 @@ func reduceArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, recvNeeded
 // root's recv (MPI_Reduce). Only the root's recv matters (others may pass
 // nil). In place: the root passes the same slice as send and recv.
 func Reduce[T Elem](c *Comm, send, recv []T, op *Op, root int) error {
-	if err := c.checkRoot("Reduce", root); err != nil {
-		return err
-	}
-	a, err := reduceArgs(c, "Reduce", send, recv, op, c.pc.Rank == root)
+	a, err := reduceArgs(c, "Reduce", send, recv, op, root)
 	if err != nil {
 		return err
 	}
-	a.Root = root
 	return c.collective(coll.Reduce, "Reduce", a)
+}
+
+func reduceArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, root int) (*coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
+	}
+	a, err := reductionArgs(c, name, send, recv, op, c.pc.Rank == root)
+	if err != nil {
+		return nil, err
+	}
+	a.Root = root
+	return a, nil
 }
 
 // Allreduce combines every rank's send with op into every rank's recv
 // (MPI_Allreduce). In place: the same slice as send and recv.
 func Allreduce[T Elem](c *Comm, send, recv []T, op *Op) error {
-	a, err := reduceArgs(c, "Allreduce", send, recv, op, true)
+	a, err := reductionArgs(c, "Allreduce", send, recv, op, true)
 	if err != nil {
 		return err
 	}
@@ -368,7 +384,7 @@ func Allreduce[T Elem](c *Comm, send, recv []T, op *Op) error {
 // Scan gives rank i the combination of the sends of ranks 0..i
 // (MPI_Scan). In place: the same slice as send and recv.
 func Scan[T Elem](c *Comm, send, recv []T, op *Op) error {
-	a, err := reduceArgs(c, "Scan", send, recv, op, true)
+	a, err := reductionArgs(c, "Scan", send, recv, op, true)
 	if err != nil {
 		return err
 	}
@@ -379,7 +395,7 @@ func Scan[T Elem](c *Comm, send, recv []T, op *Op) error {
 // (MPI_Exscan); rank 0's recv is left as it was. In place: the same slice
 // as send and recv.
 func Exscan[T Elem](c *Comm, send, recv []T, op *Op) error {
-	a, err := reduceArgs(c, "Exscan", send, recv, op, true)
+	a, err := reductionArgs(c, "Exscan", send, recv, op, true)
 	if err != nil {
 		return err
 	}
@@ -391,24 +407,31 @@ func Exscan[T Elem](c *Comm, send, recv []T, op *Op) error {
 // (MPI_Reduce_scatter_block). In place: recv is send's first block
 // (send[:block]); send holds the input and recv receives the result.
 func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op *Op) error {
-	const name = "ReduceScatterBlock"
-	r, err := reducer[T](c, name, op)
+	a, err := reduceScatterBlockArgs(c, "ReduceScatterBlock", send, recv, op)
 	if err != nil {
 		return err
 	}
+	return c.collective(coll.ReduceScatterBlock, "ReduceScatterBlock", a)
+}
+
+func reduceScatterBlockArgs[T Elem](c *Comm, name string, send, recv []T, op *Op) (*coll.Args, error) {
+	r, err := reducer[T](c, name, op)
+	if err != nil {
+		return nil, err
+	}
 	if len(send) != len(recv)*c.pc.Size {
-		return countErr(c, name, "%d elements to send for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
+		return nil, countErr(c, name, "%d elements to send for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	ip, err := c.inPlace(name, d, s, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := c.args(coll.Args{Send: s, Recv: d, Reducer: r})
 	if ip {
 		a.Send, a.Recv, a.InPlace = nil, s, true
 	}
-	return c.collective(coll.ReduceScatterBlock, name, a)
+	return a, nil
 }
 
 // ReduceScatter combines every rank's send, which holds sum(counts)
@@ -416,37 +439,44 @@ func ReduceScatterBlock[T Elem](c *Comm, send, recv []T, op *Op) error {
 // follow those of ranks before it (MPI_Reduce_scatter); len(recv) is
 // counts[Rank()]. In place: recv is send's start (send[:counts[Rank()]]).
 func ReduceScatter[T Elem](c *Comm, send, recv []T, counts []int, op *Op) error {
-	const name = "ReduceScatter"
-	r, err := reducer[T](c, name, op)
+	a, err := reduceScatterArgs(c, "ReduceScatter", send, recv, counts, op)
 	if err != nil {
 		return err
 	}
+	return c.collective(coll.ReduceScatter, "ReduceScatter", a)
+}
+
+func reduceScatterArgs[T Elem](c *Comm, name string, send, recv []T, counts []int, op *Op) (*coll.Args, error) {
+	r, err := reducer[T](c, name, op)
+	if err != nil {
+		return nil, err
+	}
 	if len(counts) != c.pc.Size {
-		return countErr(c, name, "%d counts: want one per rank (%d)", len(counts), c.pc.Size)
+		return nil, countErr(c, name, "%d counts: want one per rank (%d)", len(counts), c.pc.Size)
 	}
 	total := 0
 	bc := make([]int, len(counts))
 	for i, k := range counts {
 		if k < 0 {
-			return countErr(c, name, "count %d of rank %d: accepted: 0 or more", k, i)
+			return nil, countErr(c, name, "count %d of rank %d: accepted: 0 or more", k, i)
 		}
 		total += k
 		bc[i] = k * r.Size
 	}
 	if len(send) != total || len(recv) != counts[c.pc.Rank] {
-		return countErr(c, name, "%d elements to send and %d to receive: want sum(counts) = %d and counts[%d] = %d",
+		return nil, countErr(c, name, "%d elements to send and %d to receive: want sum(counts) = %d and counts[%d] = %d",
 			len(send), len(recv), total, c.pc.Rank, counts[c.pc.Rank])
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	ip, err := c.inPlace(name, d, s, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := c.args(coll.Args{Send: s, Recv: d, Counts: bc, Reducer: r})
 	if ip {
 		a.Send, a.Recv, a.InPlace = nil, s, true
 	}
-	return c.collective(coll.ReduceScatter, name, a)
+	return a, nil
 }
 
 // Gather collects every rank's send into the root's recv, rank i's at
@@ -454,56 +484,70 @@ func ReduceScatter[T Elem](c *Comm, send, recv []T, counts []int, op *Op) error 
 // elements, others may pass nil. In place: the root passes its own block of
 // recv (recv[root*len(send):]) as send.
 func Gather[T Elem](c *Comm, send, recv []T, root int) error {
-	const name = "Gather"
-	if err := c.checkRoot(name, root); err != nil {
+	a, err := gatherArgs(c, "Gather", send, recv, root)
+	if err != nil {
 		return err
+	}
+	return c.collective(coll.Gather, "Gather", a)
+}
+
+func gatherArgs[T Elem](c *Comm, name string, send, recv []T, root int) (*coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	a := c.args(coll.Args{Send: s, Root: root})
 	if c.pc.Rank == root {
 		if len(recv) != len(send)*c.pc.Size {
-			return countErr(c, name, "the root receives %d elements for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
+			return nil, countErr(c, name, "the root receives %d elements for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
 		}
 		ip, err := c.inPlace(name, s, d, root*len(s))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Recv = d
 		if ip {
 			a.Send, a.InPlace = nil, true
 		}
 	}
-	return c.collective(coll.Gather, name, a)
+	return a, nil
 }
 
 // Gatherv collects rank i's send (counts[i] elements) into the root's recv
 // at displs[i] (MPI_Gatherv). counts and displs matter at the root only; in
 // place, the root passes recv[displs[root]:][:counts[root]] as send.
 func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) error {
-	const name = "Gatherv"
-	if err := c.checkRoot(name, root); err != nil {
+	a, err := gathervArgs(c, "Gatherv", send, recv, counts, displs, root)
+	if err != nil {
 		return err
+	}
+	return c.collective(coll.Gatherv, "Gatherv", a)
+}
+
+func gathervArgs[T Elem](c *Comm, name string, send, recv []T, counts, displs []int, root int) (*coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	a := c.args(coll.Args{Send: s, Root: root})
 	if c.pc.Rank == root {
 		var err error
 		if a.Counts, a.Displs, err = bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d)); err != nil {
-			return err
+			return nil, err
 		}
 		if len(send) != counts[root] {
-			return countErr(c, name, "the root sends %d elements but counts[%d] is %d", len(send), root, counts[root])
+			return nil, countErr(c, name, "the root sends %d elements but counts[%d] is %d", len(send), root, counts[root])
 		}
 		ip, err := c.inPlace(name, s, d, a.Displs[root])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Recv = d
 		if ip {
 			a.Send, a.InPlace = nil, true
 		}
 	}
-	return c.collective(coll.Gatherv, name, a)
+	return a, nil
 }
 
 // Scatter sends block i of the root's send (len(recv) elements at
@@ -511,130 +555,165 @@ func Gatherv[T Elem](c *Comm, send, recv []T, counts, displs []int, root int) er
 // matters. In place: the root passes its own block of send
 // (send[root*len(recv):]) as recv.
 func Scatter[T Elem](c *Comm, send, recv []T, root int) error {
-	const name = "Scatter"
-	if err := c.checkRoot(name, root); err != nil {
+	a, err := scatterArgs(c, "Scatter", send, recv, root)
+	if err != nil {
 		return err
+	}
+	return c.collective(coll.Scatter, "Scatter", a)
+}
+
+func scatterArgs[T Elem](c *Comm, name string, send, recv []T, root int) (*coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	a := c.args(coll.Args{Recv: d, Root: root})
 	if c.pc.Rank == root {
 		if len(send) != len(recv)*c.pc.Size {
-			return countErr(c, name, "the root sends %d elements for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
+			return nil, countErr(c, name, "the root sends %d elements for blocks of %d on %d ranks: want %d", len(send), len(recv), c.pc.Size, len(recv)*c.pc.Size)
 		}
 		ip, err := c.inPlace(name, d, s, root*len(d))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Send = s
 		if ip {
 			a.Recv, a.InPlace = nil, true
 		}
 	}
-	return c.collective(coll.Scatter, name, a)
+	return a, nil
 }
 
 // Scatterv sends counts[i] elements at displs[i] of the root's send to
 // rank i's recv (MPI_Scatterv); counts and displs matter at the root only.
 // In place: the root passes send[displs[root]:][:counts[root]] as recv.
 func Scatterv[T Elem](c *Comm, send []T, counts, displs []int, recv []T, root int) error {
-	const name = "Scatterv"
-	if err := c.checkRoot(name, root); err != nil {
+	a, err := scattervArgs(c, "Scatterv", send, counts, displs, recv, root)
+	if err != nil {
 		return err
+	}
+	return c.collective(coll.Scatterv, "Scatterv", a)
+}
+
+func scattervArgs[T Elem](c *Comm, name string, send []T, counts, displs []int, recv []T, root int) (*coll.Args, error) {
+	if err := c.checkRoot(name, root); err != nil {
+		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	a := c.args(coll.Args{Recv: d, Root: root})
 	if c.pc.Rank == root {
 		var err error
 		if a.Counts, a.Displs, err = bytesOf(c, name, "send", counts, displs, datatype.Size[T](), len(s)); err != nil {
-			return err
+			return nil, err
 		}
 		if len(recv) != counts[root] {
-			return countErr(c, name, "the root receives %d elements but counts[%d] is %d", len(recv), root, counts[root])
+			return nil, countErr(c, name, "the root receives %d elements but counts[%d] is %d", len(recv), root, counts[root])
 		}
 		ip, err := c.inPlace(name, d, s, a.Displs[root])
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.Send = s
 		if ip {
 			a.Recv, a.InPlace = nil, true
 		}
 	}
-	return c.collective(coll.Scatterv, name, a)
+	return a, nil
 }
 
 // Allgather collects every rank's send into every rank's recv, rank i's at
 // i*len(send) (MPI_Allgather). In place: each rank passes its own block of
 // recv (recv[Rank()*len(send):]) as send.
 func Allgather[T Elem](c *Comm, send, recv []T) error {
-	const name = "Allgather"
-	if err := c.check(name); err != nil {
+	a, err := allgatherArgs(c, "Allgather", send, recv)
+	if err != nil {
 		return err
 	}
+	return c.collective(coll.Allgather, "Allgather", a)
+}
+
+func allgatherArgs[T Elem](c *Comm, name string, send, recv []T) (*coll.Args, error) {
+	if err := c.check(name); err != nil {
+		return nil, err
+	}
 	if len(recv) != len(send)*c.pc.Size {
-		return countErr(c, name, "%d elements to receive for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
+		return nil, countErr(c, name, "%d elements to receive for blocks of %d on %d ranks: want %d", len(recv), len(send), c.pc.Size, len(send)*c.pc.Size)
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	ip, err := c.inPlace(name, s, d, c.pc.Rank*len(s))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := c.args(coll.Args{Send: s, Recv: d})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
-	return c.collective(coll.Allgather, name, a)
+	return a, nil
 }
 
 // Allgatherv collects rank i's send (counts[i] elements) into every rank's
 // recv at displs[i] (MPI_Allgatherv). In place: each rank passes
 // recv[displs[Rank()]:][:counts[Rank()]] as send.
 func Allgatherv[T Elem](c *Comm, send, recv []T, counts, displs []int) error {
-	const name = "Allgatherv"
-	if err := c.check(name); err != nil {
+	a, err := allgathervArgs(c, "Allgatherv", send, recv, counts, displs)
+	if err != nil {
 		return err
+	}
+	return c.collective(coll.Allgatherv, "Allgatherv", a)
+}
+
+func allgathervArgs[T Elem](c *Comm, name string, send, recv []T, counts, displs []int) (*coll.Args, error) {
+	if err := c.check(name); err != nil {
+		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	bc, bd, err := bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if me := c.pc.Rank; len(send) != counts[me] {
-		return countErr(c, name, "rank %d sends %d elements but counts[%d] is %d", me, len(send), me, counts[me])
+		return nil, countErr(c, name, "rank %d sends %d elements but counts[%d] is %d", me, len(send), me, counts[me])
 	}
 	ip, err := c.inPlace(name, s, d, bd[c.pc.Rank])
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := c.args(coll.Args{Send: s, Recv: d, Counts: bc, Displs: bd})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
-	return c.collective(coll.Allgatherv, name, a)
+	return a, nil
 }
 
 // Alltoall sends block j of send (len(send)/Size() elements) to rank j,
 // which receives it as block i of its recv (MPI_Alltoall). In place: the
 // same slice as send and recv.
 func Alltoall[T Elem](c *Comm, send, recv []T) error {
-	const name = "Alltoall"
-	if err := c.check(name); err != nil {
+	a, err := alltoallArgs(c, "Alltoall", send, recv)
+	if err != nil {
 		return err
 	}
+	return c.collective(coll.Alltoall, "Alltoall", a)
+}
+
+func alltoallArgs[T Elem](c *Comm, name string, send, recv []T) (*coll.Args, error) {
+	if err := c.check(name); err != nil {
+		return nil, err
+	}
 	if len(send) != len(recv) || len(send)%c.pc.Size != 0 {
-		return countErr(c, name, "%d elements to send and %d to receive on %d ranks: want equal lengths, a multiple of the size",
+		return nil, countErr(c, name, "%d elements to send and %d to receive on %d ranks: want equal lengths, a multiple of the size",
 			len(send), len(recv), c.pc.Size)
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	ip, err := c.inPlace(name, s, d, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := c.args(coll.Args{Send: s, Recv: d})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
-	return c.collective(coll.Alltoall, name, a)
+	return a, nil
 }
 
 // Alltoallv sends sendCounts[j] elements at sendDispls[j] of send to rank
@@ -646,27 +725,34 @@ func Alltoall[T Elem](c *Comm, send, recv []T) error {
 // recvCounts[j] here. A rank with nothing to receive may pass nil or any
 // empty slices as send and recv: that too is the in-place form.
 func Alltoallv[T Elem](c *Comm, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) error {
-	const name = "Alltoallv"
-	if err := c.check(name); err != nil {
+	a, err := alltoallvArgs(c, "Alltoallv", send, sendCounts, sendDispls, recv, recvCounts, recvDispls)
+	if err != nil {
 		return err
+	}
+	return c.collective(coll.Alltoallv, "Alltoallv", a)
+}
+
+func alltoallvArgs[T Elem](c *Comm, name string, send []T, sendCounts, sendDispls []int, recv []T, recvCounts, recvDispls []int) (*coll.Args, error) {
+	if err := c.check(name); err != nil {
+		return nil, err
 	}
 	size := datatype.Size[T]()
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
 	rc, rd, err := bytesOf(c, name, "receive", recvCounts, recvDispls, size, len(d))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	a := c.args(coll.Args{Send: s, Recv: d, Counts: rc, Displs: rd})
 	ip, err := c.inPlace(name, s, d, 0)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if ip {
 		a.Send, a.InPlace = nil, true
-		return c.collective(coll.Alltoallv, name, a)
+		return a, nil
 	}
 	if a.SendCounts, a.SendDispls, err = bytesOf(c, name, "send", sendCounts, sendDispls, size, len(s)); err != nil {
-		return err
+		return nil, err
 	}
-	return c.collective(coll.Alltoallv, name, a)
+	return a, nil
 }

@@ -46,6 +46,9 @@ type Comm struct {
 	// with a context of its own, for the local phases of collectives; nil
 	// on an intracommunicator.
 	local *Comm
+	// nbSeq counts the runs of nonblocking collectives started on the
+	// communicator: each run's tags are its number's (coll.NBTag).
+	nbSeq atomic.Uint32
 }
 
 // newComm makes a communicator over g with a context id and tells the PML.

@@ -80,6 +80,9 @@ type Instance struct {
 	// collTables are the collective tables of the communicators not freed
 	// (coll.go), which Finalize finalizes.
 	collTables collTables
+	// nbc is the nonblocking collectives in flight and the goroutine that
+	// advances them (nbc.go).
+	nbc nbcState
 	// down is set by Finalize and Abort: calls fail with ErrComm after it.
 	down atomic.Bool
 	// groupTransport, when set (tests: export_test.go), wraps the parent
@@ -200,6 +203,7 @@ func (i *Instance) setupComms() error {
 		return err
 	}
 	i.pml = m
+	i.setupNBC()
 	i.cids.set(0, true)
 	i.cids.set(1, true)
 	if i.world, err = i.newComm(0, i.groups.world, "MPI_COMM_WORLD"); err != nil {
@@ -322,6 +326,7 @@ func (i *Instance) Finalize() error {
 	// it; then finalize the communicators' collectives and the layers, top
 	// down, and say goodbye to the launcher.
 	err := i.launcherBarrier()
+	i.finalizeNBC()
 	if cerr := i.collTables.finalizeAll(); err == nil {
 		err = cerr
 	}

@@ -9,6 +9,7 @@ import (
 	btlshm "github.com/gompi/gompi/components/btl/shm"
 	btltcp "github.com/gompi/gompi/components/btl/tcp"
 	collbasic "github.com/gompi/gompi/components/coll/basic"
+	collnbc "github.com/gompi/gompi/components/coll/nbc"
 	collself "github.com/gompi/gompi/components/coll/self"
 	collsm "github.com/gompi/gompi/components/coll/sm"
 	colltofu "github.com/gompi/gompi/components/coll/tofu"
@@ -31,6 +32,7 @@ func init() {
 		&btlshm.Component{},
 		&btltcp.Component{},
 		&collbasic.Component{},
+		&collnbc.Component{},
 		&collself.Component{},
 		&collsm.Component{},
 		&colltofu.Component{},

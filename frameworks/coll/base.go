@@ -32,9 +32,37 @@ func Exchange(c Comm, sbuf []byte, dst int, rbuf []byte, src, tag int) (int, err
 	return st.Count, err
 }
 
+// Awaiter is an optional interface of a Comm whose waits are not the
+// instance's blocking ones: the Comm a nonblocking collective runs a
+// blocking algorithm on (Coroutine), where a wait gives the goroutine back
+// to whoever advances the collective. Algorithms wait through the helpers
+// (WaitAll, WaitCounts, Until, and the Comm's own Send, Recv and
+// Sendrecv), which use it when the Comm has it, never through a Request's
+// Wait.
+type Awaiter interface {
+	// Await returns once cond holds (at once when it holds already), or
+	// with an error when the collective is abandoned.
+	Await(cond func() bool) error
+}
+
+// Until waits until cond holds: through c's Await when c is an Awaiter,
+// otherwise through node's Until (the instance's wait policy). Writers of
+// what cond reads ring sleeping readers, as Node.Until says.
+func Until(c Comm, node Node, cond func() bool) error {
+	if aw, ok := c.(Awaiter); ok {
+		return aw.Await(cond)
+	}
+	return node.Until(cond)
+}
+
 // WaitAll waits for every request (nil ones are skipped) and joins their
-// errors.
-func WaitAll(reqs ...*pml.Request) error {
+// errors; on an Awaiter, through Await.
+func WaitAll(c Comm, reqs ...*pml.Request) error {
+	if aw, ok := c.(Awaiter); ok {
+		if err := aw.Await(func() bool { return allDone(reqs) }); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for _, r := range reqs {
 		if _, err := r.Wait(); err != nil {
@@ -42,6 +70,15 @@ func WaitAll(reqs ...*pml.Request) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func allDone(reqs []*pml.Request) bool {
+	for _, r := range reqs {
+		if !r.Done() {
+			return false
+		}
+	}
+	return true
 }
 
 // RecvExactly receives exactly len(buf) bytes from src: a shorter message
@@ -91,6 +128,11 @@ func Layout(c Comm, a *Args, block int) (displs, counts []int) {
 // order (reqs holds one per rank but skip), checks that each brought
 // counts[r] bytes, and returns the first error.
 func WaitCounts(c Comm, reqs []*pml.Request, counts []int, skip int) error {
+	if aw, ok := c.(Awaiter); ok {
+		if err := aw.Await(func() bool { return allDone(reqs) }); err != nil {
+			return err
+		}
+	}
 	var first error
 	i := 0
 	for r := range counts {

@@ -167,6 +167,11 @@ type Args struct {
 	// Table.Call sets it. Algorithms Get what they need and Put it back
 	// before they return.
 	Scratch *Scratch
+	// Blocking is, for a nonblocking slot's function, the blocking
+	// function of the operation that may run beside other operations on
+	// the communicator (the highest-priority filler that is not Serial);
+	// Table.Plan sets it, nil when there is none.
+	Blocking Func
 }
 
 // Func is one slot's function: it runs the operation on this rank and
@@ -301,6 +306,12 @@ type Table struct {
 	from    [NumOps]string // the component that fills each slot
 	under   [NumOps]string // the one below it, when that is a Stacker
 	modules []mca.Selected[Module]
+	// The nonblocking slots (nonblocking.go): their functions and fillers,
+	// and each operation's blocking function that may run beside others.
+	nbFns        [NumOps]NBFunc
+	nbFrom       [NumOps]string
+	parallel     [NumOps]Func
+	parallelFrom [NumOps]string
 }
 
 // Resolve queries the coll components for comm and fills its table, slot by
@@ -364,6 +375,7 @@ func resolve(b *mca.Base, comm Comm, s selection) (*Table, error) {
 	t := &Table{modules: sel}
 	t.scratch.Keep = int(b.Lookup(ScratchKeepParam).Uint())
 	t.fill()
+	t.fillNonblocking()
 	var missing []string
 	for _, op := range s.required {
 		if t.fns[op] == nil {
@@ -382,7 +394,7 @@ func resolve(b *mca.Base, comm Comm, s selection) (*Table, error) {
 	}
 	if log := b.Logger("coll"); log.V(mca.VerboseComponent) {
 		kv := append([]any{"comm", comm.Name(), "size", comm.Size()}, s.logKV...)
-		log.Log(mca.VerboseComponent, "slot table", append(kv, "table", t.String())...)
+		log.Log(mca.VerboseComponent, "slot table", append(kv, "table", t.String(), "nonblocking", t.NBString())...)
 	}
 	return t, nil
 }
@@ -436,9 +448,10 @@ func (t *Table) Call(op Op, c Comm, a *Args) error {
 // From names the component that fills op's slot.
 func (t *Table) From(op Op) string { return t.from[op] }
 
-// String lists the slots as "op=component", in table order: what
-// coll_base_verbose prints per communicator. A slot whose module passes
-// some calls to the module below (a Stacker) shows both: "op=sm>tuned".
+// String lists the blocking slots as "op=component", in table order: what
+// coll_base_verbose prints per communicator (NBString lists the
+// nonblocking ones). A slot whose module passes some calls to the module
+// below (a Stacker) shows both: "op=sm>tuned".
 func (t *Table) String() string {
 	parts := make([]string, NumOps)
 	for op := Op(0); op < NumOps; op++ {

@@ -68,6 +68,55 @@ type Request struct {
 	// second Wait on it (a misuse: MPI_Wait frees) fails instead of
 	// returning a stale status; a later reuse clears it.
 	freed bool
+	// persistent is what stands behind a persistent request (Start), nil
+	// for others.
+	persistent Persistent
+}
+
+// Persistent is what stands behind a persistent request (package mpi's
+// persistent collectives, MPI_Allreduce_init): Start begins its next run,
+// which completes the request; Free releases it. A persistent request is
+// never freed by a Wait: it is inactive between runs, and Wait on it then
+// returns at once with the last run's status.
+type Persistent interface {
+	Start(r *Request) error
+	Free() error
+}
+
+// SetPersistent makes r persistent, behind p, and inactive (complete, with
+// an empty status) until its first Start.
+func (r *Request) SetPersistent(eng *Engine, p Persistent) {
+	r.InitDone(eng, Status{Source: AnySource, Tag: AnyTag}, nil)
+	r.persistent = p
+}
+
+// Persistent reports whether r is a persistent request.
+func (r *Request) Persistent() bool { return r != nil && r.persistent != nil }
+
+// Start begins the next run of a persistent request (MPI_Start). The
+// request must be inactive: never started, or its last run complete.
+func (r *Request) Start() error {
+	switch {
+	case r == nil || r.persistent == nil:
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Start of a request that is not persistent: start the requests that an ...Init call returned")
+	case !r.done.Load():
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Start of a persistent request whose last run is not complete: Wait for it first")
+	}
+	return r.persistent.Start(r)
+}
+
+// Free releases a persistent request (MPI_Request_free): it must be
+// inactive, and it cannot be started again.
+func (r *Request) Free() error {
+	switch {
+	case r == nil || r.persistent == nil:
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that is not persistent: a Wait frees the others")
+	case !r.done.Load():
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a persistent request whose last run is not complete: Wait for it first")
+	}
+	p := r.persistent
+	r.persistent = nil
+	return p.Free()
 }
 
 // Recycler is implemented by a PML's requests that go back to a free list:
@@ -108,6 +157,13 @@ func (r *Request) Init(eng *Engine, ops RequestOps) {
 	}
 	r.status = Status{}
 	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, ops, nil, nil, false
+}
+
+// Restart makes a complete persistent request active again for its next
+// run, keeping what stands behind it.
+func (r *Request) Restart() {
+	r.status = Status{}
+	r.done.Store(false)
 }
 
 // InitDone prepares a request that is complete already, with st, for the

@@ -80,12 +80,15 @@ type Policy struct {
 // nobody would wake it when the transport has room again.
 type Engine struct {
 	progress func() int
-	busy     func() bool
-	bell     *rte.Bell
-	lost     <-chan struct{}
-	policy   Policy
-	log      *mca.Logger
-	noSleep  atomic.Bool // the bell cannot sleep here: only yield
+	// extra is the instance's progress beyond the PML's (package mpi's
+	// nonblocking collectives), nil until set.
+	extra   atomic.Pointer[func() int]
+	busy    func() bool
+	bell    *rte.Bell
+	lost    <-chan struct{}
+	policy  Policy
+	log     *mca.Logger
+	noSleep atomic.Bool // the bell cannot sleep here: only yield
 }
 
 // Budgets of the polling loop, in idle passes (a pass is one Progress that
@@ -163,11 +166,57 @@ func (e *Engine) Stats() WaitStats { return e.bell.Stats() }
 // happened. When something did and another goroutine sleeps, it wakes it:
 // what moved may be what that goroutine waits for.
 func (e *Engine) Progress() int {
-	n := e.progress()
+	n := e.progressAll()
 	if n > 0 {
 		e.bell.Ring()
 	}
 	return n
+}
+
+// progressAll is the PML's progress and then the extra progress.
+func (e *Engine) progressAll() int {
+	n := e.progress()
+	if f := e.extra.Load(); f != nil {
+		n += (*f)()
+	}
+	return n
+}
+
+// SetExtraProgress makes every Progress (and so every wait) also call fn,
+// after the PML's: package mpi advances its nonblocking collectives so. fn
+// never blocks, returns how many things it moved, and guards itself: any
+// goroutine that progresses calls it, and a call may nest in one (fn's own
+// sends progress the PML).
+func (e *Engine) SetExtraProgress(fn func() int) { e.extra.Store(&fn) }
+
+// Background progresses until cond holds or ctx ends, for a goroutine
+// that advances operations nobody waits for (package mpi's progress
+// goroutine): when a pass moves nothing it sleeps on the bell at once,
+// without polling or yielding, so that it takes no core from the program's
+// computation while nothing arrives. cond must become true through the
+// progress, or its maker calls Wake.
+func (e *Engine) Background(ctx context.Context, cond func() bool) error {
+	for {
+		if cond() {
+			return nil
+		}
+		if err := e.check(ctx); err != nil {
+			return err
+		}
+		if e.Progress() > 0 {
+			continue
+		}
+		if e.noSleep.Load() {
+			yield()
+			continue
+		}
+		ready := func() bool { return e.progressAll() > 0 || cond() }
+		if _, err := e.bell.Sleep(ctx, e.policy.SleepMax, ready); err != nil {
+			if !e.noSleep.Swap(true) && e.log != nil {
+				e.log.Warn("waits cannot sleep here: they poll and yield instead", "error", err)
+			}
+		}
+	}
 }
 
 // Wake rings the bell: call it after making true a condition that a wait
@@ -282,7 +331,7 @@ func (e *Engine) idle(w *waitState, ctx context.Context, done *atomic.Bool, cond
 		return
 	}
 	ready := func() bool {
-		if e.progress() > 0 {
+		if e.progressAll() > 0 {
 			return true
 		}
 		if done != nil {

@@ -85,12 +85,12 @@ func sendEach(c coll.Comm, tag int, block func(r int) []byte) error {
 		}
 		q, err := c.Isend(block(r), r, tag)
 		if err != nil {
-			coll.WaitAll(reqs...)
+			coll.WaitAll(c, reqs...)
 			return err
 		}
 		reqs = append(reqs, q)
 	}
-	return coll.WaitAll(reqs...)
+	return coll.WaitAll(c, reqs...)
 }
 
 // Bcast: the root sends to every other rank.
@@ -172,7 +172,7 @@ func Gather(c coll.Comm, a *coll.Args) error {
 		}
 		q, err := c.Irecv(dst, r, tag)
 		if err != nil {
-			coll.WaitAll(reqs...)
+			coll.WaitAll(c, reqs...)
 			return err
 		}
 		reqs = append(reqs, q)
@@ -216,7 +216,7 @@ func Allgather(c coll.Comm, a *coll.Args) error {
 func exchangeAll(c coll.Comm, tag int, block func(r int) []byte, recv []byte, displs, counts []int) error {
 	me, n := c.Rank(), c.Size()
 	var recvs, sends []*pml.Request
-	defer func() { coll.WaitAll(append(recvs, sends...)...) }()
+	defer func() { coll.WaitAll(c, append(recvs, sends...)...) }()
 	for r := 0; r < n; r++ {
 		if r == me {
 			continue

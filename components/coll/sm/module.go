@@ -141,6 +141,11 @@ func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
 // coll_sm_max_bytes and for a segment that could not be made.
 func (m *module) Stack(op coll.Op, below coll.Func) { m.below[op] = below }
 
+// Serial: sm's operations follow one sequence through one segment, and a
+// wait keeps its place in it (m.want, m.root): a nonblocking collective
+// runs the algorithm of the module below sm, never sm's.
+func (m *module) Serial() {}
+
 // passOn runs op with the module below; without one, sm cannot run it.
 func (m *module) passOn(op coll.Op, c coll.Comm, a *coll.Args, bytes int) error {
 	if f := m.below[op]; f != nil {
@@ -427,4 +432,5 @@ func (m *module) begin(writes bool, phases uint64) (uint64, int, error) {
 var (
 	_ coll.Stacker   = (*module)(nil)
 	_ coll.Finalizer = (*module)(nil)
+	_ coll.Serial    = (*module)(nil)
 )

@@ -74,13 +74,13 @@ func bcastBinomial(c coll.Comm, a *coll.Args) error {
 		if vr+mask < n {
 			q, err := c.Isend(a.Recv, abs(vr+mask, a.Root, n), tag)
 			if err != nil {
-				coll.WaitAll(reqs...)
+				coll.WaitAll(c, reqs...)
 				return err
 			}
 			reqs = append(reqs, q)
 		}
 	}
-	return coll.WaitAll(reqs...)
+	return coll.WaitAll(c, reqs...)
 }
 
 // bcastPipeline: the data flows down the chain root, root+1, … in
@@ -97,14 +97,14 @@ func bcastPipeline(c coll.Comm, a *coll.Args) error {
 		part := a.Recv[off:min(off+seg, len(a.Recv))]
 		if vr > 0 {
 			if err := coll.RecvExactly(c, part, prev, tag); err != nil {
-				coll.WaitAll(reqs...)
+				coll.WaitAll(c, reqs...)
 				return err
 			}
 		}
 		if vr < n-1 {
 			q, err := c.Isend(part, next, tag)
 			if err != nil {
-				coll.WaitAll(reqs...)
+				coll.WaitAll(c, reqs...)
 				return err
 			}
 			reqs = append(reqs, q)
@@ -113,7 +113,7 @@ func bcastPipeline(c coll.Comm, a *coll.Args) error {
 			break
 		}
 	}
-	return coll.WaitAll(reqs...)
+	return coll.WaitAll(c, reqs...)
 }
 
 // bcastScatterAllgather (van de Geijn): the root scatters n blocks down a

@@ -173,12 +173,12 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 		cnt := min(mask, n-child)
 		q, err := c.Isend(buf[mask*bs:(mask+cnt)*bs], abs(child, a.Root, n), tag)
 		if err != nil {
-			coll.WaitAll(reqs...)
+			coll.WaitAll(c, reqs...)
 			return err
 		}
 		reqs = append(reqs, q)
 	}
-	if err := coll.WaitAll(reqs...); err != nil {
+	if err := coll.WaitAll(c, reqs...); err != nil {
 		return err
 	}
 	if !(me == a.Root && a.InPlace) {

@@ -409,7 +409,7 @@ func exchange(c coll.Comm, round []Step, region func(Buffer, int, int) []byte, t
 		dst := region(st.Dst, st.First, st.End)
 		q, err := c.Irecv(dst, st.Peer, tag)
 		if err != nil {
-			coll.WaitAll(reqs...)
+			coll.WaitAll(c, reqs...)
 			return err
 		}
 		reqs, want, from = append(reqs, q), append(want, len(dst)), append(from, st.Peer)
@@ -421,10 +421,24 @@ func exchange(c coll.Comm, round []Step, region func(Buffer, int, int) []byte, t
 		}
 		q, err := c.Isend(region(st.Src, st.First, st.End), st.Peer, tag)
 		if err != nil {
-			coll.WaitAll(reqs...)
+			coll.WaitAll(c, reqs...)
 			return err
 		}
 		reqs = append(reqs, q)
+	}
+	// On a nonblocking run, wait without blocking first (the Waits below
+	// then return at once).
+	if aw, ok := c.(coll.Awaiter); ok {
+		if err := aw.Await(func() bool {
+			for _, q := range reqs {
+				if !q.Done() {
+					return false
+				}
+			}
+			return true
+		}); err != nil {
+			return err
+		}
 	}
 	var first error
 	for i, q := range reqs {

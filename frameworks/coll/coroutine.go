@@ -1,0 +1,219 @@
+package coll
+
+import (
+	"iter"
+
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// Coroutine plans a nonblocking collective that runs f, a blocking slot's
+// function, as a coroutine (iter.Pull): Start and Progress run f on their
+// caller's goroutine until f would wait; there f gives the goroutine back,
+// and a later Progress resumes it once what it waits for is there. f sees
+// c through a Comm whose blocking calls (Send, Recv, Sendrecv, and the
+// helpers' waits through Awaiter) give the goroutine back instead of
+// waiting, whose tags are the run's (NBTag), and that offers no low-latency
+// path (LLP: nonblocking sends never take it). The blocking algorithm's
+// shape, decision rules and errors are the nonblocking one's.
+//
+// f must wait only through the Comm and the helpers, never through a
+// Request's Wait: a Wait would hold the goroutine that progresses the
+// collective until it returns. It must not be a Serial module's.
+//
+// The coroutine is kept between the runs of a persistent collective, so
+// that a Start costs a resume rather than a new coroutine.
+func Coroutine(c Comm, a *Args, f Func) (Plan, error) {
+	if f == nil {
+		return nil, mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll: %s on %s: no blocking algorithm that may run beside other operations fills %s",
+			NBName(a.Op), c.Name(), a.Op)
+	}
+	p := &coPlan{f: f, a: a}
+	p.comm = coComm{inner: c, p: p}
+	return p, nil
+}
+
+// coPlan is a Plan that runs a blocking function as a coroutine.
+type coPlan struct {
+	f    Func
+	a    *Args
+	comm coComm
+
+	next func() (struct{}, bool)
+	stop func()
+	base int // the run's base tag
+
+	// Between resumes: what the coroutine waits for (nil: nothing, it
+	// runs or is done), whether the run is complete, and its error.
+	cond     func() bool
+	finished bool
+	err      error
+	// abandoned is set by Free: an Await that resumes returns an error.
+	abandoned bool
+	// yieldFn is the coroutine's yield, which body receives.
+	yieldFn func(struct{}) bool
+}
+
+// body is the coroutine: one run of f per resume that Start makes, for as
+// long as the plan lives.
+func (p *coPlan) body(yield func(struct{}) bool) {
+	p.yieldFn = yield
+	for {
+		var c Comm = p.comm
+		if _, inter := p.comm.inner.(Inter); inter {
+			c = coInter{p.comm}
+		}
+		p.err = p.f(c, p.a)
+		p.finished = true
+		if !yield(struct{}{}) {
+			return
+		}
+	}
+}
+
+func (p *coPlan) Start(tag int) error {
+	p.base, p.finished, p.err, p.cond = tag, false, nil, nil
+	if p.next == nil {
+		p.next, p.stop = iter.Pull(p.body)
+	}
+	p.resume()
+	return nil
+}
+
+// resume runs the coroutine until it waits or finishes its run.
+func (p *coPlan) resume() {
+	if _, ok := p.next(); !ok && !p.finished {
+		p.finished = true
+		p.err = mpierr.Errorf(mpierr.ErrIntern, "coll: the coroutine of %s ended without finishing its run", NBName(p.a.Op))
+	}
+}
+
+func (p *coPlan) Progress() (bool, error) {
+	if p.finished {
+		return true, p.err
+	}
+	if p.cond != nil && !p.cond() {
+		return false, nil
+	}
+	p.cond = nil
+	p.resume()
+	return p.finished, p.err
+}
+
+func (p *coPlan) Free() {
+	p.abandoned = true
+	if p.stop != nil {
+		p.stop()
+		p.next, p.stop = nil, nil
+	}
+}
+
+// await gives the goroutine back until cond holds.
+func (p *coPlan) await(cond func() bool) error {
+	for !cond() {
+		p.cond = cond
+		if !p.yield() {
+			return mpierr.Errorf(mpierr.ErrPending, "coll: %s abandoned before it completed", NBName(p.a.Op))
+		}
+	}
+	return nil
+}
+
+// yield hands the goroutine back to Progress; false when the plan was
+// freed meanwhile.
+func (p *coPlan) yield() bool {
+	if p.abandoned {
+		return false
+	}
+	return p.yieldFn(struct{}{})
+}
+
+// coComm is what f sees of the communicator during a run.
+type coComm struct {
+	inner Comm
+	p     *coPlan
+}
+
+var (
+	_ Comm    = coComm{}
+	_ Awaiter = coComm{}
+)
+
+func (x coComm) Rank() int    { return x.inner.Rank() }
+func (x coComm) Size() int    { return x.inner.Size() }
+func (x coComm) Name() string { return x.inner.Name() }
+func (x coComm) LLP() bool    { return false }
+
+func (x coComm) Await(cond func() bool) error { return x.p.await(cond) }
+
+func (x coComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {
+	t, err := runTag(x.p.base, tag)
+	if err != nil {
+		return nil, err
+	}
+	return x.inner.Isend(buf, dst, t)
+}
+
+func (x coComm) Irecv(buf []byte, src, tag int) (*pml.Request, error) {
+	t, err := runTag(x.p.base, tag)
+	if err != nil {
+		return nil, err
+	}
+	return x.inner.Irecv(buf, src, t)
+}
+
+// wait awaits r and returns its status, as r.Wait would.
+func (x coComm) wait(r *pml.Request) (pml.Status, error) {
+	if err := x.p.await(r.Done); err != nil {
+		return pml.Status{Err: err}, err
+	}
+	return r.Wait()
+}
+
+func (x coComm) Send(buf []byte, dst, tag int) error {
+	r, err := x.Isend(buf, dst, tag)
+	if err != nil {
+		return err
+	}
+	_, err = x.wait(r)
+	return err
+}
+
+func (x coComm) Recv(buf []byte, src, tag int) (pml.Status, error) {
+	r, err := x.Irecv(buf, src, tag)
+	if err != nil {
+		return pml.Status{Err: err}, err
+	}
+	return x.wait(r)
+}
+
+func (x coComm) Sendrecv(sbuf []byte, dst, stag int, rbuf []byte, src, rtag int) (pml.Status, error) {
+	rr, err := x.Irecv(rbuf, src, rtag)
+	if err != nil {
+		return pml.Status{Err: err}, err
+	}
+	sr, err := x.Isend(sbuf, dst, stag)
+	if err != nil {
+		rr.Cancel()
+		x.wait(rr)
+		return pml.Status{Err: err}, err
+	}
+	if err := x.p.await(func() bool { return sr.Done() && rr.Done() }); err != nil {
+		return pml.Status{Err: err}, err
+	}
+	_, serr := sr.Wait()
+	st, rerr := rr.Wait()
+	if rerr == nil {
+		rerr = serr
+	}
+	return st, rerr
+}
+
+// coInter is coComm for an intercommunicator.
+type coInter struct{ coComm }
+
+func (x coInter) RemoteSize() int { return x.inner.(Inter).RemoteSize() }
+
+// Local is the local group's communicator in the run's tags: its messages
+// go through the same window, in the local context.
+func (x coInter) Local() Comm { return coComm{inner: x.inner.(Inter).Local(), p: x.p} }

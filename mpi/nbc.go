@@ -1,0 +1,286 @@
+package mpi
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
+)
+
+// AsyncProgressParam says whether an instance runs a progress goroutine
+// for its nonblocking collectives.
+const AsyncProgressParam = "mpi_async_progress"
+
+// Values of mpi_async_progress.
+const (
+	asyncNo   = 0
+	asyncYes  = 1
+	asyncAuto = 2
+)
+
+func init() {
+	mca.RegisterProjectParams("mpi", params.Def{
+		Name: AsyncProgressParam, Type: params.Enum, Default: "auto", Level: 4, Scope: params.ScopeLocal,
+		Values: []params.EnumValue{{Value: asyncNo, Name: "no"}, {Value: asyncYes, Name: "yes"}, {Value: asyncAuto, Name: "auto"}},
+		Help: "Whether a goroutine advances the nonblocking collectives while the program computes without calling MPI: " +
+			"yes (it runs while one is pending and sleeps on the wait policy's doorbell when nothing arrives, so it " +
+			"costs no core meanwhile; with GOMAXPROCS at 1 it raises it to 2, so that it can run beside the " +
+			"computation), no (they advance only in calls into the instance: Wait, Test, any other call), or auto " +
+			"(yes unless the node runs more ranks than it has cores)",
+	})
+}
+
+// nbcState is an instance's nonblocking collectives in flight, and its
+// progress goroutine.
+type nbcState struct {
+	// mu is held by the goroutine that advances the runs, and to add one:
+	// a Plan's methods are never called twice at once.
+	mu     sync.Mutex
+	active []*nbcRun
+	n      atomic.Int32 // len(active), read without mu
+
+	async bool          // mpi_async_progress decided yes
+	kick  chan struct{} // 1-buffered: a run became active
+	stop  chan struct{} // closed by Finalize
+	start sync.Once
+	wg    sync.WaitGroup
+}
+
+// nbcRun is one nonblocking or persistent collective: its plan, the
+// request its runs complete, and what it was called with.
+type nbcRun struct {
+	c          *Comm
+	op         coll.Op
+	name       string
+	a          *coll.Args
+	plan       coll.Plan
+	req        *Request
+	persistent bool
+	freed      bool
+}
+
+// setupNBC decides the progress goroutine and makes the engine advance the
+// nonblocking collectives in every progress.
+func (i *Instance) setupNBC() {
+	s := &i.nbc
+	s.kick, s.stop = make(chan struct{}, 1), make(chan struct{})
+	switch i.base.Lookup(AsyncProgressParam).Int() {
+	case asyncYes:
+		s.async = true
+	case asyncAuto:
+		s.async = !i.rt.Job().Oversubscribed
+	}
+	i.pml.Engine().SetExtraProgress(i.progressNBC)
+}
+
+// progressNBC advances every run in flight once; it is the engine's extra
+// progress, called by any goroutine that progresses. A goroutine that finds
+// another advancing them goes on: that one will see to it.
+func (i *Instance) progressNBC() int {
+	s := &i.nbc
+	if s.n.Load() == 0 || !s.mu.TryLock() {
+		return 0
+	}
+	moved := 0
+	kept := s.active[:0]
+	for _, r := range s.active {
+		done, err := r.plan.Progress()
+		if !done {
+			kept = append(kept, r)
+			continue
+		}
+		moved++
+		i.finishRun(r, err)
+	}
+	for k := len(kept); k < len(s.active); k++ {
+		s.active[k] = nil
+	}
+	s.active = kept
+	s.n.Store(int32(len(kept)))
+	s.mu.Unlock()
+	return moved
+}
+
+// finishRun completes r's request with err; a nonblocking run's plan and
+// arguments go then, a persistent one's stay for its next Start.
+func (i *Instance) finishRun(r *nbcRun, err error) {
+	if err != nil {
+		err = fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
+	}
+	if !r.persistent {
+		r.release()
+	}
+	r.req.Complete(Status{Source: AnySource, Tag: AnyTag, Err: err})
+}
+
+// release frees the plan and gives the arguments back.
+func (r *nbcRun) release() {
+	if r.freed {
+		return
+	}
+	r.freed = true
+	r.plan.Free()
+	*r.a = coll.Args{}
+	r.c.argPool.Put(r.a)
+}
+
+// startRun starts r's next run and puts it in flight: the run's tags are
+// the communicator's next (every rank starts its nonblocking collectives on
+// a communicator in the same order: MPI's rule).
+func (i *Instance) startRun(r *nbcRun) error {
+	if err := r.c.check(r.name); err != nil {
+		return err
+	}
+	tag := coll.NBTag(r.c.nbSeq.Add(1) - 1)
+	if err := r.plan.Start(tag); err != nil {
+		return fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
+	}
+	s := &i.nbc
+	s.mu.Lock()
+	s.active = append(s.active, r)
+	s.n.Store(int32(len(s.active)))
+	s.mu.Unlock()
+	if s.async {
+		s.start.Do(i.startProgressGoroutine)
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+
+// startProgressGoroutine starts the goroutine that advances the runs in
+// flight while the program computes. It sleeps on the wait policy's
+// doorbell when nothing arrives (Engine.Background) and on a channel when
+// nothing is in flight. It needs a processor of its own to run beside the
+// computation: with GOMAXPROCS at 1 (a rank bound to one core) it would
+// wait for the computation to be preempted, so GOMAXPROCS goes to 2, and
+// the kernel shares the core between the two threads.
+func (i *Instance) startProgressGoroutine() {
+	if runtime.GOMAXPROCS(0) < 2 {
+		runtime.GOMAXPROCS(2)
+	}
+	s := &i.nbc
+	eng := i.pml.Engine()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-s.kick:
+			}
+			stopped := func() bool {
+				select {
+				case <-s.stop:
+					return true
+				default:
+					return false
+				}
+			}
+			if err := eng.Background(nil, func() bool { return s.n.Load() == 0 || stopped() }); err != nil {
+				return // the job is lost: the waits report it
+			}
+		}
+	}()
+}
+
+// finalizeNBC stops the progress goroutine and abandons the runs still in
+// flight (MPI wants them complete before Finalize; their requests fail).
+func (i *Instance) finalizeNBC() {
+	s := &i.nbc
+	if s.stop == nil {
+		return
+	}
+	close(s.stop)
+	i.pml.Engine().Wake()
+	s.wg.Wait()
+	s.mu.Lock()
+	for _, r := range s.active {
+		r.release()
+		r.req.Complete(Status{Source: AnySource, Tag: AnyTag,
+			Err: mpierr.Errorf(mpierr.ErrPending, "mpi: %s on %s: the instance was finalized before it completed", r.name, r.c.name)})
+	}
+	s.active = nil
+	s.n.Store(0)
+	s.mu.Unlock()
+}
+
+// nonblocking plans op on c and starts it (MPI_Iallreduce and the others).
+func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, error) {
+	r, err := c.plan(op, name, a, false)
+	if err != nil {
+		return nil, err
+	}
+	r.req.Init(c.inst.pml.Engine(), nil)
+	if err := c.inst.startRun(r); err != nil {
+		r.release()
+		return nil, err
+	}
+	return r.req, nil
+}
+
+// persistent plans op on c for Start (MPI_Allreduce_init and the others).
+func (c *Comm) persistent(op coll.Op, name string, a *coll.Args) (*Request, error) {
+	r, err := c.plan(op, name, a, true)
+	if err != nil {
+		return nil, err
+	}
+	r.req.SetPersistent(c.inst.pml.Engine(), r)
+	return r.req, nil
+}
+
+func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nbcRun, error) {
+	if err := c.check(name); err != nil {
+		return nil, err
+	}
+	var cc coll.Comm = collComm{c}
+	if c.local != nil {
+		cc = interColl{collComm{c}}
+	}
+	p, err := c.coll.Plan(op, cc, a)
+	if err != nil {
+		*a = coll.Args{}
+		c.argPool.Put(a)
+		return nil, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
+	}
+	return &nbcRun{c: c, op: op, name: name, a: a, plan: p, req: new(Request), persistent: persistent}, nil
+}
+
+// Start begins the next run of a persistent collective (pml.Persistent).
+func (r *nbcRun) Start(req *pml.Request) error {
+	if r.freed {
+		return mpierr.Errorf(mpierr.ErrRequest, "mpi: Start of %s on %s: the request was freed", r.name, r.c.name)
+	}
+	req.Restart()
+	if err := r.c.inst.startRun(r); err != nil {
+		req.Complete(Status{Source: AnySource, Tag: AnyTag, Err: err})
+		return err
+	}
+	return nil
+}
+
+// Free releases a persistent collective (pml.Persistent).
+func (r *nbcRun) Free() error {
+	r.release()
+	return nil
+}
+
+// Startall starts every persistent request of reqs (MPI_Startall), in
+// order, and returns the first error.
+func Startall(reqs []*Request) error {
+	for _, r := range reqs {
+		if err := r.Start(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
