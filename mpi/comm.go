@@ -47,8 +47,10 @@ type Comm struct {
 	// on an intracommunicator.
 	local *Comm
 	// nbSeq counts the runs of nonblocking collectives started on the
-	// communicator: each run's tags are its number's (coll.NBTag).
-	nbSeq atomic.Uint32
+	// communicator: each run's tags are its number's (coll.NBTag); runPool
+	// keeps the nonblocking runs their Waits gave back (nbc.go).
+	nbSeq   atomic.Uint32
+	runPool sync.Pool
 }
 
 // newComm makes a communicator over g with a context id and tells the PML.

@@ -46,7 +46,6 @@ type nbcState struct {
 	n      atomic.Int32 // len(active), read without mu
 
 	async bool          // mpi_async_progress decided yes
-	kick  chan struct{} // 1-buffered: a run became active
 	stop  chan struct{} // closed by Finalize
 	start sync.Once
 	wg    sync.WaitGroup
@@ -60,23 +59,36 @@ type nbcRun struct {
 	name       string
 	a          *coll.Args
 	plan       coll.Plan
-	req        *Request
+	req        Request
 	persistent bool
 	freed      bool
+}
+
+// Recycle takes back a nonblocking run whose request a Wait returned
+// (pml.Recycler): the communicator's next nonblocking collective reuses it
+// and its request.
+func (r *nbcRun) Recycle() {
+	c := r.c
+	*r = nbcRun{}
+	c.runPool.Put(r)
 }
 
 // setupNBC decides the progress goroutine and makes the engine advance the
 // nonblocking collectives in every progress.
 func (i *Instance) setupNBC() {
 	s := &i.nbc
-	s.kick, s.stop = make(chan struct{}, 1), make(chan struct{})
+	s.stop = make(chan struct{})
 	switch i.base.Lookup(AsyncProgressParam).Int() {
 	case asyncYes:
 		s.async = true
 	case asyncAuto:
 		s.async = !i.rt.Job().Oversubscribed
 	}
-	i.pml.Engine().SetExtraProgress(i.progressNBC)
+	eng := i.pml.Engine()
+	eng.SetExtraProgress(i.progressNBC)
+	if s.async {
+		eng.SetBackground(func() bool { return s.n.Load() > 0 })
+	}
 }
 
 // progressNBC advances every run in flight once; it is the engine's extra
@@ -115,6 +127,9 @@ func (i *Instance) finishRun(r *nbcRun, err error) {
 	}
 	if !r.persistent {
 		r.release()
+		// Nothing refers to r now but its request: the Wait that returns
+		// it gives r back.
+		r.req.SetRecycler(r)
 	}
 	r.req.Complete(Status{Source: AnySource, Tag: AnyTag, Err: err})
 }
@@ -148,27 +163,28 @@ func (i *Instance) startRun(r *nbcRun) error {
 	s.mu.Unlock()
 	if s.async {
 		s.start.Do(i.startProgressGoroutine)
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+		i.pml.Engine().LeaveToBackground()
 	}
 	return nil
 }
 
 // startProgressGoroutine starts the goroutine that advances the runs in
-// flight while the program computes. It sleeps on the wait policy's
-// doorbell when nothing arrives (Engine.Background) and on a channel when
-// nothing is in flight. It needs a processor of its own to run beside the
-// computation: with GOMAXPROCS at 1 (a rank bound to one core) it would
-// wait for the computation to be preempted, so GOMAXPROCS goes to 2, and
-// the kernel shares the core between the two threads.
+// flight while the program computes. It waits on the bell's background
+// channel, which the engine arms only while the program is outside the
+// instance's calls with runs in flight (pml.Engine.LeaveToBackground): what
+// arrives then wakes it, it progresses until nothing moves, and waits
+// again. It spins never and costs nothing while the program is inside a
+// call, which progresses by itself. It needs a processor of its own to run
+// beside the computation: with GOMAXPROCS at 1 (a rank bound to one core)
+// it would wait for the computation to be preempted, so GOMAXPROCS goes to
+// 2, and the kernel shares the core between the two threads.
 func (i *Instance) startProgressGoroutine() {
 	if runtime.GOMAXPROCS(0) < 2 {
 		runtime.GOMAXPROCS(2)
 	}
 	s := &i.nbc
 	eng := i.pml.Engine()
+	bell := i.rt.Bell()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -176,18 +192,12 @@ func (i *Instance) startProgressGoroutine() {
 			select {
 			case <-s.stop:
 				return
-			case <-s.kick:
+			case <-bell.Background():
 			}
-			stopped := func() bool {
-				select {
-				case <-s.stop:
-					return true
-				default:
-					return false
-				}
+			for bell.BackgroundArmed() && eng.Progress() > 0 {
 			}
-			if err := eng.Background(nil, func() bool { return s.n.Load() == 0 || stopped() }); err != nil {
-				return // the job is lost: the waits report it
+			if s.n.Load() == 0 {
+				bell.DisarmBackground()
 			}
 		}
 	}()
@@ -201,7 +211,7 @@ func (i *Instance) finalizeNBC() {
 		return
 	}
 	close(s.stop)
-	i.pml.Engine().Wake()
+	i.rt.Bell().DisarmBackground()
 	s.wg.Wait()
 	s.mu.Lock()
 	for _, r := range s.active {
@@ -225,7 +235,7 @@ func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, err
 		r.release()
 		return nil, err
 	}
-	return r.req, nil
+	return &r.req, nil
 }
 
 // persistent plans op on c for Start (MPI_Allreduce_init and the others).
@@ -235,7 +245,7 @@ func (c *Comm) persistent(op coll.Op, name string, a *coll.Args) (*Request, erro
 		return nil, err
 	}
 	r.req.SetPersistent(c.inst.pml.Engine(), r)
-	return r.req, nil
+	return &r.req, nil
 }
 
 func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nbcRun, error) {
@@ -252,7 +262,13 @@ func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nb
 		c.argPool.Put(a)
 		return nil, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}
-	return &nbcRun{c: c, op: op, name: name, a: a, plan: p, req: new(Request), persistent: persistent}, nil
+	r, _ := c.runPool.Get().(*nbcRun)
+	if r == nil || persistent {
+		// A persistent run's request lives as long as the program keeps it.
+		r = new(nbcRun)
+	}
+	r.c, r.op, r.name, r.a, r.plan, r.persistent, r.freed = c, op, name, a, p, persistent, false
+	return r, nil
 }
 
 // Start begins the next run of a persistent collective (pml.Persistent).

@@ -59,8 +59,12 @@ type Bell struct {
 	hood  *Neighborhood
 
 	sleepers atomic.Int32
-	mu       sync.Mutex
-	gen      chan struct{} // closed by the next ring; nil when nobody waits on it
+	// bgArmed: the watchers are armed for a background goroutine
+	// (ArmBackground), which rings reach through bg.
+	bgArmed atomic.Bool
+	bg      chan struct{}
+	mu      sync.Mutex
+	gen     chan struct{} // closed by the next ring; nil when nobody waits on it
 
 	watchers atomic.Pointer[[]Watcher]
 	wmu      sync.Mutex
@@ -179,7 +183,7 @@ type BellStats struct {
 // the job is lost; hood (may be nil) holds the goroutine ranks of this
 // process. Its socket is made when first needed.
 func NewBell(job string, rank int, lost <-chan struct{}, hood *Neighborhood) *Bell {
-	b := &Bell{job: job, rank: rank, lost: lost, hood: hood, name: bellName(job, rank)}
+	b := &Bell{job: job, rank: rank, lost: lost, hood: hood, name: bellName(job, rank), bg: make(chan struct{}, 1)}
 	empty := []Watcher{}
 	b.watchers.Store(&empty)
 	if hood != nil {
@@ -191,7 +195,7 @@ func NewBell(job string, rank int, lost <-chan struct{}, hood *Neighborhood) *Be
 // NewLocalBell makes a bell that only this process rings: no socket, no
 // peers, for a layer tested alone.
 func NewLocalBell(lost <-chan struct{}) *Bell {
-	b := &Bell{local: true, lost: lost}
+	b := &Bell{local: true, lost: lost, bg: make(chan struct{}, 1)}
 	empty := []Watcher{}
 	b.watchers.Store(&empty)
 	return b
@@ -228,10 +232,55 @@ func (b *Bell) Sleeping() bool { return b.sleepers.Load() != 0 }
 // when none does. Call it after publishing what a sleeper may wait for. A
 // nil bell rings nobody.
 func (b *Bell) Ring() {
-	if b != nil && b.sleepers.Load() != 0 {
+	if b == nil {
+		return
+	}
+	if b.sleepers.Load() != 0 {
 		b.wake()
 	}
+	if b.bgArmed.Load() {
+		select {
+		case b.bg <- struct{}{}:
+		default:
+		}
+	}
 }
+
+// ArmBackground arms the watchers for a goroutine that does not sleep in
+// Sleep but waits on Background's channel (package mpi's progress
+// goroutine, while the program computes with nonblocking collectives in
+// flight): from its return until DisarmBackground, what arrives through the
+// transports, and any Ring, sends on that channel. The armer then looks for
+// what arrived before (no lost wake-up, as for Sleep). Arming twice is
+// arming once. An error says that the bell cannot be woken from outside.
+func (b *Bell) ArmBackground() error {
+	if err := b.open(); err != nil {
+		return err
+	}
+	if b.bgArmed.CompareAndSwap(false, true) {
+		for _, w := range *b.watchers.Load() {
+			w.Arm()
+		}
+	}
+	return nil
+}
+
+// DisarmBackground undoes ArmBackground (nothing when not armed): the
+// program is back in a call that progresses by itself.
+func (b *Bell) DisarmBackground() {
+	if b.bgArmed.CompareAndSwap(true, false) {
+		for _, w := range *b.watchers.Load() {
+			w.Disarm()
+		}
+	}
+}
+
+// BackgroundArmed reports whether ArmBackground is in force.
+func (b *Bell) BackgroundArmed() bool { return b.bgArmed.Load() }
+
+// Background is the channel that rings reach while ArmBackground is in
+// force; one pending ring is kept.
+func (b *Bell) Background() <-chan struct{} { return b.bg }
 
 func (b *Bell) wake() {
 	b.mu.Lock()

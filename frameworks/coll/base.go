@@ -43,6 +43,8 @@ type Awaiter interface {
 	// Await returns once cond holds (at once when it holds already), or
 	// with an error when the collective is abandoned.
 	Await(cond func() bool) error
+	// AwaitAll is Await for every request of reqs complete.
+	AwaitAll(reqs []*pml.Request) error
 }
 
 // Until waits until cond holds: through c's Await when c is an Awaiter,
@@ -59,7 +61,7 @@ func Until(c Comm, node Node, cond func() bool) error {
 // errors; on an Awaiter, through Await.
 func WaitAll(c Comm, reqs ...*pml.Request) error {
 	if aw, ok := c.(Awaiter); ok {
-		if err := aw.Await(func() bool { return allDone(reqs) }); err != nil {
+		if err := aw.AwaitAll(reqs); err != nil {
 			return err
 		}
 	}
@@ -70,15 +72,6 @@ func WaitAll(c Comm, reqs ...*pml.Request) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func allDone(reqs []*pml.Request) bool {
-	for _, r := range reqs {
-		if !r.Done() {
-			return false
-		}
-	}
-	return true
 }
 
 // RecvExactly receives exactly len(buf) bytes from src: a shorter message
@@ -129,7 +122,7 @@ func Layout(c Comm, a *Args, block int) (displs, counts []int) {
 // counts[r] bytes, and returns the first error.
 func WaitCounts(c Comm, reqs []*pml.Request, counts []int, skip int) error {
 	if aw, ok := c.(Awaiter); ok {
-		if err := aw.Await(func() bool { return allDone(reqs) }); err != nil {
+		if err := aw.AwaitAll(reqs); err != nil {
 			return err
 		}
 	}

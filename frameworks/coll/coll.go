@@ -167,6 +167,9 @@ type Args struct {
 	// Table.Call sets it. Algorithms Get what they need and Put it back
 	// before they return.
 	Scratch *Scratch
+	// coroutines are the communicator's idle coroutines (Coroutine);
+	// Table.Plan sets it.
+	coroutines *coPool
 	// Blocking is, for a nonblocking slot's function, the blocking
 	// function of the operation that may run beside other operations on
 	// the communicator (the highest-priority filler that is not Serial);
@@ -308,6 +311,7 @@ type Table struct {
 	modules []mca.Selected[Module]
 	// The nonblocking slots (nonblocking.go): their functions and fillers,
 	// and each operation's blocking function that may run beside others.
+	coroutines   coPool
 	nbFns        [NumOps]NBFunc
 	nbFrom       [NumOps]string
 	parallel     [NumOps]Func
@@ -479,6 +483,7 @@ func (t *Table) Finalize() error {
 	}
 	t.modules = nil
 	t.scratch.Release()
+	t.coroutines.end()
 	return first
 }
 

@@ -2,6 +2,7 @@ package coll
 
 import (
 	"iter"
+	"sync"
 
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
@@ -28,9 +29,53 @@ func Coroutine(c Comm, a *Args, f Func) (Plan, error) {
 		return nil, mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll: %s on %s: no blocking algorithm that may run beside other operations fills %s",
 			NBName(a.Op), c.Name(), a.Op)
 	}
-	p := &coPlan{f: f, a: a}
+	p := a.coroutines.get()
+	p.f, p.a, p.pool = f, a, a.coroutines
 	p.comm = coComm{inner: c, p: p}
 	return p, nil
+}
+
+// coPool keeps a communicator's idle coroutines, each parked at the top of
+// its loop: a nonblocking collective reuses one instead of making one (a
+// new coroutine is a goroutine: more than the rest of a small collective's
+// cost). Table.Finalize ends them.
+type coPool struct {
+	mu   sync.Mutex
+	free []*coPlan
+}
+
+func (q *coPool) get() *coPlan {
+	if q != nil {
+		q.mu.Lock()
+		if n := len(q.free); n > 0 {
+			p := q.free[n-1]
+			q.free[n-1] = nil
+			q.free = q.free[:n-1]
+			q.mu.Unlock()
+			return p
+		}
+		q.mu.Unlock()
+	}
+	return new(coPlan)
+}
+
+// put keeps p, whose coroutine is parked between runs, for a later plan.
+func (q *coPool) put(p *coPlan) {
+	q.mu.Lock()
+	q.free = append(q.free, p)
+	q.mu.Unlock()
+}
+
+// end stops every idle coroutine.
+func (q *coPool) end() {
+	q.mu.Lock()
+	free := q.free
+	q.free = nil
+	q.mu.Unlock()
+	for _, p := range free {
+		p.abandoned = true
+		p.stopCoroutine()
+	}
 }
 
 // coPlan is a Plan that runs a blocking function as a coroutine.
@@ -52,6 +97,11 @@ type coPlan struct {
 	abandoned bool
 	// yieldFn is the coroutine's yield, which body receives.
 	yieldFn func(struct{}) bool
+	// waitReq is, instead of cond, the one request the coroutine waits
+	// for (no closure for the commonest wait).
+	waitReq *pml.Request
+	// pool takes the plan back at Free, its coroutine parked.
+	pool *coPool
 }
 
 // body is the coroutine: one run of f per resume that Start makes, for as
@@ -72,7 +122,7 @@ func (p *coPlan) body(yield func(struct{}) bool) {
 }
 
 func (p *coPlan) Start(tag int) error {
-	p.base, p.finished, p.err, p.cond = tag, false, nil, nil
+	p.base, p.finished, p.err, p.cond, p.waitReq = tag, false, nil, nil, nil
 	if p.next == nil {
 		p.next, p.stop = iter.Pull(p.body)
 	}
@@ -92,16 +142,27 @@ func (p *coPlan) Progress() (bool, error) {
 	if p.finished {
 		return true, p.err
 	}
-	if p.cond != nil && !p.cond() {
+	if p.waitReq != nil && !p.waitReq.Done() || p.cond != nil && !p.cond() {
 		return false, nil
 	}
-	p.cond = nil
+	p.cond, p.waitReq = nil, nil
 	p.resume()
 	return p.finished, p.err
 }
 
 func (p *coPlan) Free() {
+	if p.finished && p.pool != nil && p.stop != nil {
+		// Parked between runs: ready for another plan.
+		pool := p.pool
+		p.f, p.a, p.comm, p.pool, p.err = nil, nil, coComm{}, nil, nil
+		pool.put(p)
+		return
+	}
 	p.abandoned = true
+	p.stopCoroutine()
+}
+
+func (p *coPlan) stopCoroutine() {
 	if p.stop != nil {
 		p.stop()
 		p.next, p.stop = nil, nil
@@ -113,10 +174,36 @@ func (p *coPlan) await(cond func() bool) error {
 	for !cond() {
 		p.cond = cond
 		if !p.yield() {
-			return mpierr.Errorf(mpierr.ErrPending, "coll: %s abandoned before it completed", NBName(p.a.Op))
+			return p.abandonedErr()
 		}
 	}
 	return nil
+}
+
+// awaitReq gives the goroutine back until r is complete.
+func (p *coPlan) awaitReq(r *pml.Request) error {
+	for !r.Done() {
+		p.waitReq = r
+		if !p.yield() {
+			return p.abandonedErr()
+		}
+	}
+	return nil
+}
+
+// awaitAll gives the goroutine back until every request of reqs is
+// complete.
+func (p *coPlan) awaitAll(reqs []*pml.Request) error {
+	for _, r := range reqs {
+		if err := p.awaitReq(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *coPlan) abandonedErr() error {
+	return mpierr.Errorf(mpierr.ErrPending, "coll: a nonblocking collective was abandoned before it completed")
 }
 
 // yield hands the goroutine back to Progress; false when the plan was
@@ -146,6 +233,8 @@ func (x coComm) LLP() bool    { return false }
 
 func (x coComm) Await(cond func() bool) error { return x.p.await(cond) }
 
+func (x coComm) AwaitAll(reqs []*pml.Request) error { return x.p.awaitAll(reqs) }
+
 func (x coComm) Isend(buf []byte, dst, tag int) (*pml.Request, error) {
 	t, err := runTag(x.p.base, tag)
 	if err != nil {
@@ -164,7 +253,7 @@ func (x coComm) Irecv(buf []byte, src, tag int) (*pml.Request, error) {
 
 // wait awaits r and returns its status, as r.Wait would.
 func (x coComm) wait(r *pml.Request) (pml.Status, error) {
-	if err := x.p.await(r.Done); err != nil {
+	if err := x.p.awaitReq(r); err != nil {
 		return pml.Status{Err: err}, err
 	}
 	return r.Wait()
@@ -198,7 +287,7 @@ func (x coComm) Sendrecv(sbuf []byte, dst, stag int, rbuf []byte, src, rtag int)
 		x.wait(rr)
 		return pml.Status{Err: err}, err
 	}
-	if err := x.p.await(func() bool { return sr.Done() && rr.Done() }); err != nil {
+	if err := x.p.awaitAll([]*pml.Request{sr, rr}); err != nil {
 		return pml.Status{Err: err}, err
 	}
 	_, serr := sr.Wait()

@@ -127,7 +127,7 @@ func (t *Table) Plan(op Op, c Comm, a *Args) (Plan, error) {
 			"coll: %s on %s: no module fills %s (modules of this communicator: %s; coll nbc fills every nonblocking operation unless excluded)",
 			NBName(op), c.Name(), NBName(op), listOrNone(names))
 	}
-	a.Op, a.Scratch, a.Blocking = op, &t.scratch, t.parallel[op]
+	a.Op, a.Scratch, a.Blocking, a.coroutines = op, &t.scratch, t.parallel[op], &t.coroutines
 	return f(c, a)
 }
 

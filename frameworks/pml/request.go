@@ -231,7 +231,7 @@ func (r *Request) Test() (Status, bool, error) {
 		return r.Status(), true, nil
 	}
 	if !r.done.Load() {
-		r.eng.Progress()
+		r.eng.ProgramProgress()
 		if !r.done.Load() {
 			return Status{}, false, nil
 		}

@@ -81,8 +81,10 @@ type Policy struct {
 type Engine struct {
 	progress func() int
 	// extra is the instance's progress beyond the PML's (package mpi's
-	// nonblocking collectives), nil until set.
+	// nonblocking collectives), nil until set; pending says whether any of
+	// those is in flight (SetBackground).
 	extra   atomic.Pointer[func() int]
+	pending atomic.Pointer[func() bool]
 	busy    func() bool
 	bell    *rte.Bell
 	lost    <-chan struct{}
@@ -189,34 +191,49 @@ func (e *Engine) progressAll() int {
 // sends progress the PML).
 func (e *Engine) SetExtraProgress(fn func() int) { e.extra.Store(&fn) }
 
-// Background progresses until cond holds or ctx ends, for a goroutine
-// that advances operations nobody waits for (package mpi's progress
-// goroutine): when a pass moves nothing it sleeps on the bell at once,
-// without polling or yielding, so that it takes no core from the program's
-// computation while nothing arrives. cond must become true through the
-// progress, or its maker calls Wake.
-func (e *Engine) Background(ctx context.Context, cond func() bool) error {
-	for {
-		if cond() {
-			return nil
-		}
-		if err := e.check(ctx); err != nil {
-			return err
-		}
-		if e.Progress() > 0 {
-			continue
-		}
-		if e.noSleep.Load() {
-			yield()
-			continue
-		}
-		ready := func() bool { return e.progressAll() > 0 || cond() }
-		if _, err := e.bell.Sleep(ctx, e.policy.SleepMax, ready); err != nil {
-			if !e.noSleep.Swap(true) && e.log != nil {
-				e.log.Warn("waits cannot sleep here: they poll and yield instead", "error", err)
-			}
-		}
+// SetBackground tells the engine how to know that operations are in
+// flight that nobody waits for (package mpi's nonblocking collectives), for
+// LeaveToBackground.
+func (e *Engine) SetBackground(pending func() bool) { e.pending.Store(&pending) }
+
+// LeaveToBackground is called when the program gets the goroutine back
+// while operations are in flight (a nonblocking collective's start, the
+// end of a wait or a Test): it arms the bell for the progress goroutine
+// (rte.Bell.ArmBackground), so that what arrives while the program
+// computes wakes it, and makes one pass for what arrived before. Waits and
+// Tests disarm it at their start: a program inside a call progresses by
+// itself, and the goroutine must then cost it nothing (no wake-up, and no
+// ring from peers for every message).
+func (e *Engine) LeaveToBackground() {
+	p := e.pending.Load()
+	if p == nil || !(*p)() {
+		return
 	}
+	if err := e.bell.ArmBackground(); err != nil {
+		return // nothing can wake the goroutine: the calls progress alone
+	}
+	e.Progress()
+}
+
+// takeBack disarms what LeaveToBackground armed and reports whether it was
+// armed: the program is in a call that progresses by itself.
+func (e *Engine) takeBack() bool {
+	if !e.bell.BackgroundArmed() {
+		return false
+	}
+	e.bell.DisarmBackground()
+	return true
+}
+
+// ProgramProgress is one progress of a call that does not wait (a
+// request's Test): with the background disarmed meanwhile.
+func (e *Engine) ProgramProgress() int {
+	armed := e.takeBack()
+	n := e.Progress()
+	if armed {
+		e.LeaveToBackground()
+	}
+	return n
 }
 
 // Wake rings the bell: call it after making true a condition that a wait
@@ -274,6 +291,15 @@ func (w *waitState) moved() { *w = waitState{} }
 // after a few passes, so that an operation that completes at once costs
 // nothing more.
 func (e *Engine) wait(ctx context.Context, done *atomic.Bool, cond func() bool, event bool) error {
+	if e.takeBack() {
+		err := e.waitLoop(ctx, done, cond, event)
+		e.LeaveToBackground()
+		return err
+	}
+	return e.waitLoop(ctx, done, cond, event)
+}
+
+func (e *Engine) waitLoop(ctx context.Context, done *atomic.Bool, cond func() bool, event bool) error {
 	var w waitState
 	for i := 1; ; i++ {
 		if done != nil {

@@ -429,14 +429,7 @@ func exchange(c coll.Comm, round []Step, region func(Buffer, int, int) []byte, t
 	// On a nonblocking run, wait without blocking first (the Waits below
 	// then return at once).
 	if aw, ok := c.(coll.Awaiter); ok {
-		if err := aw.Await(func() bool {
-			for _, q := range reqs {
-				if !q.Done() {
-					return false
-				}
-			}
-			return true
-		}); err != nil {
+		if err := aw.AwaitAll(reqs); err != nil {
 			return err
 		}
 	}
