@@ -208,9 +208,16 @@ func TestForcedAlgorithms(t *testing.T) {
 			}
 			forced++
 			t.Run(op+"/"+v.Name, func(t *testing.T) {
-				for _, n := range sizes {
+				for k, n := range sizes {
+					// At one size the algorithm also runs nonblocking
+					// (nbc runs the slot's algorithm as a coroutine):
+					// every shape of the blocking form is one there too.
+					mode := collcheck.Blocking
+					if k == len(sizes)/2 {
+						mode = collcheck.Nonblocking
+					}
 					mpitest.Run(t, n, func(r *mpitest.Rank) error {
-						o := collcheck.Options{Only: []string{checkOf(op)}, AllRoots: true, Counts: []int{0, 1, 5, 300}}
+						o := collcheck.Options{Only: []string{checkOf(op)}, AllRoots: true, Counts: []int{0, 1, 5, 300}, Mode: mode}
 						w := r.CommWorld()
 						if from := slotFrom(w, op); from != "tuned" {
 							return fmt.Errorf("%s comes from %s, not tuned", op, from)

@@ -69,7 +69,9 @@ type nbcRun struct {
 // and its request.
 func (r *nbcRun) Recycle() {
 	c := r.c
-	*r = nbcRun{}
+	// The request stays as the Wait left it (done, freed): a program that
+	// looks at it again sees it complete, as with a recycled p2p request.
+	r.c, r.a, r.plan, r.name = nil, nil, nil, ""
 	c.runPool.Put(r)
 }
 

@@ -241,11 +241,27 @@ type segComm struct {
 	segment int
 }
 
-func withSegment(c coll.Comm, seg int) coll.Comm { return segComm{c, seg} }
+func (s segComm) segmentSize() int { return s.segment }
+
+// segAwaitComm is segComm over a nonblocking run's Comm (coll.Coroutine):
+// it keeps the Awaiter, which the helpers' waits (coll.WaitAll) look for;
+// hidden, they would wait on the requests and hold the goroutine that
+// advances the collective until the segments are through.
+type segAwaitComm struct {
+	segComm
+	coll.Awaiter
+}
+
+func withSegment(c coll.Comm, seg int) coll.Comm {
+	if aw, ok := c.(coll.Awaiter); ok {
+		return segAwaitComm{segComm{c, seg}, aw}
+	}
+	return segComm{c, seg}
+}
 
 func segmentOf(c coll.Comm) int {
-	if s, ok := c.(segComm); ok {
-		return s.segment
+	if s, ok := c.(interface{ segmentSize() int }); ok {
+		return s.segmentSize()
 	}
 	return 32 << 10
 }

@@ -142,3 +142,32 @@ func TestRecoveryUnderMpirun(t *testing.T) {
 		t.Errorf("without --enable-recovery the job went on:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 }
+
+// The nonblocking and persistent forms pass the suite between processes at
+// 2-6 ranks, over shared memory and over TCP, with the progress goroutine
+// as mpi_async_progress=auto decides (on at 2 ranks on this node's cores,
+// off when oversubscribed) and forced on. Each size runs one mode over
+// each transport, the other mode over the other, so that both modes meet
+// both transports and every size.
+func TestNonblockingUnderMpirun(t *testing.T) {
+	modes := []string{"nonblocking", "persistent"}
+	for np := 2; np <= 6; np++ {
+		for i, btl := range []string{"self,shm", "self,tcp"} {
+			mode := modes[(np+i)%2]
+			async := "auto"
+			if i == 0 {
+				async = "yes"
+			}
+			t.Run(fmt.Sprintf("%d/%s/%s/async=%s", np, btl, mode, async), func(t *testing.T) {
+				if testing.Short() && np > 3 {
+					t.Skip("-short: 2 and 3 ranks")
+				}
+				args := []string{"-np", fmt.Sprint(np), "--mca", "btl", btl, "--mca", "mpi_async_progress", async, bin.prog, mode}
+				stdout, stderr, ok := job(t, args...)
+				if !ok || strings.Count(stdout, "coll ok rank") != np || strings.Count(stdout, "mode="+mode+" ") != np {
+					t.Fatalf("mpirun %s failed:\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), stdout, stderr)
+				}
+			})
+		}
+	}
+}

@@ -2,12 +2,15 @@
 // real processes, for the tests of the coll framework under mpirun:
 //
 //	collprog            the suite on the world and on the communicator of its even ranks
+//	collprog nonblocking the same with the nonblocking forms (Iallreduce ...), several
+//	                    in flight, completed in each rank's own order
+//	collprog persistent the same with the persistent forms (AllreduceInit ...)
 //	collprog recover D  rank D kills itself (SIGKILL) after a barrier; the others
 //	                    receive from it (and must get MPI_ERR_PROC_FAILED), make a
 //	                    communicator of the survivors with CreateGroup, and Allreduce
 //	                    on it (run under mpirun --enable-recovery)
 //
-// The suite prints, per rank, "coll ok rank R table=<the world's slot
+// The suite prints, per rank, "coll ok rank R mode=M table=<the world's slot
 // table>"; recover prints "recovered rank R of S: sum S' error <class>".
 package main
 
@@ -29,7 +32,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "collprog: %v\n", err)
 		os.Exit(1)
 	}
-	run := suite
+	run := func(w *mpi.Comm) error { return suite(w, collcheck.Blocking) }
+	if len(os.Args) == 2 {
+		modes := map[string]collcheck.Mode{"nonblocking": collcheck.Nonblocking, "persistent": collcheck.Persistent}
+		m, ok := modes[os.Args[1]]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "collprog: %q: accepted: nonblocking, persistent, recover D, or nothing\n", os.Args[1])
+			os.Exit(2)
+		}
+		run = func(w *mpi.Comm) error { return suite(w, m) }
+	}
 	if len(os.Args) == 3 && os.Args[1] == "recover" {
 		dead, err := strconv.Atoi(os.Args[2])
 		if err != nil {
@@ -91,8 +103,9 @@ func recoverFrom(w *mpi.Comm, dead int) error {
 	return c.Free()
 }
 
-func suite(w *mpi.Comm) error {
-	if err := collcheck.Run(w, collcheck.Options{}); err != nil {
+func suite(w *mpi.Comm, m collcheck.Mode) error {
+	o := collcheck.Options{Mode: m}
+	if err := collcheck.Run(w, o); err != nil {
 		return err
 	}
 	var even []int
@@ -108,13 +121,13 @@ func suite(w *mpi.Comm) error {
 		return err
 	}
 	if sub != nil {
-		if err := collcheck.Run(sub, collcheck.Options{}); err != nil {
+		if err := collcheck.Run(sub, o); err != nil {
 			return err
 		}
 		if err := sub.Free(); err != nil {
 			return err
 		}
 	}
-	fmt.Printf("coll ok rank %d table=%s\n", w.Rank(), w.CollTable())
+	fmt.Printf("coll ok rank %d mode=%s table=%s\n", w.Rank(), m, w.CollTable())
 	return nil
 }

@@ -1,0 +1,122 @@
+package mpi_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/internal/collcheck"
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// Every nonblocking and every persistent collective gives the blocking
+// one's result at sizes 1-17 and 65, on the world and on
+// sub-communicators: four in flight at once, completed in an order each
+// rank picks at random (Waitall, Wait one by one, Waitany, Testall), with a
+// blocking Allreduce and point-to-point messages on the same communicator
+// while they are in flight; persistent ones start twice, with new inputs
+// the second time.
+func TestNonblockingCollectives(t *testing.T) {
+	for _, m := range []collcheck.Mode{collcheck.Nonblocking, collcheck.Persistent} {
+		t.Run(m.String(), func(t *testing.T) {
+			runCollSuite(t, collSizes(), collcheck.Options{Mode: m, Counts: []int{0, 1, 7}, Runs: 2}, "")
+		})
+	}
+}
+
+// The same at 129 ranks, on the world: the trees' and rings' rounds past
+// 128. Persistent ones start once here: their restarts are the sizes
+// below's.
+func TestNonblockingCollectives129(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 129 goroutine ranks take the longest")
+	}
+	for _, m := range []collcheck.Mode{collcheck.Nonblocking, collcheck.Persistent} {
+		t.Run(m.String(), func(t *testing.T) {
+			mpitest.Run(t, 129, func(r *mpitest.Rank) error {
+				// One count past zero: the sizes below run 0, 1 and 7.
+				return collcheck.Run(r.CommWorld(), collcheck.Options{Mode: m, Counts: []int{7}, Runs: 1})
+			})
+		})
+	}
+}
+
+// With the progress goroutine on, a nonblocking collective completes while
+// every rank computes without calling MPI: its request is done (Done does
+// not progress) before anyone calls Wait. With it off, nothing advances the
+// collective until a rank calls in, so the same loop never sees it done:
+// the test's other half, and the reason the goroutine exists.
+func TestNonblockingProgressesAlone(t *testing.T) {
+	const n = 2
+	for _, c := range []struct {
+		async    string
+		complete bool
+	}{{"yes", true}, {"no", false}} {
+		t.Run("mpi_async_progress="+c.async, func(t *testing.T) {
+			mpitest.Run(t, n, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				for _, size := range []int{1, 1 << 14} {
+					send := make([]float64, size)
+					for i := range send {
+						send[i] = float64(w.Rank() + i)
+					}
+					recv := make([]float64, size)
+					// Both ranks start together, so that neither computes
+					// while the other has not started yet.
+					if err := w.Barrier(); err != nil {
+						return err
+					}
+					req, err := mpi.Iallreduce(w, send, recv, mpi.Sum)
+					if err != nil {
+						return err
+					}
+					// Compute without MPI; a generous bound when the
+					// collective should complete, a short one when it
+					// should not.
+					bound := 10 * time.Second
+					if !c.complete {
+						bound = 300 * time.Millisecond
+					}
+					doneBeforeWait := computeUntil(req, bound)
+					if doneBeforeWait != c.complete {
+						return fmt.Errorf("%d float64: done before Wait after computing up to %v: %v, want %v",
+							size, bound, doneBeforeWait, c.complete)
+					}
+					if _, err := req.Wait(); err != nil {
+						return err
+					}
+					for _, i := range []int{0, size - 1} {
+						if want := float64(n*(n-1)/2 + n*i); recv[i] != want {
+							return fmt.Errorf("%d float64: element %d is %v, want %v", size, i, recv[i], want)
+						}
+					}
+				}
+				return nil
+			}, mpitest.WithMCA("mpi_async_progress", c.async))
+		})
+	}
+}
+
+// computeUntil spins on floating-point work, without calling MPI, until req
+// is done or bound has passed, and reports whether it is done. It yields
+// the processor between slices: the goroutine ranks and their progress
+// goroutines share the cores.
+func computeUntil(req *mpi.Request, bound time.Duration) bool {
+	deadline := time.Now().Add(bound)
+	x := 1.0
+	for !req.Done() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		for i := 0; i < 1000; i++ {
+			x = x*1.0000001 + 1e-9
+		}
+		runtime.Gosched()
+	}
+	sink = x
+	return true
+}
+
+var sink float64
