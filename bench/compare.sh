@@ -35,6 +35,16 @@
 # polling makes 4 ranks on 2 cores slow). The tables come from
 # compare_coll_summary.py.
 #
+# MODE=nbc compares the nonblocking collectives: mpi-anchors/nbc.c (Ibarrier
+# and Iallreduce of float64 sums at 8 B, 1 KiB, 64 KiB and 1 MiB: their
+# latency and their overlap with a compute loop, as OSU defines it) under
+# Open MPI (vader) and MPICH against gompi-bench nbc (the same lines, then
+# gompi's persistent and blocking forms and the collective's own CPU time),
+# at NPS ranks bound and unbound as MODE=coll, with the same SCALE and
+# SCALE4; oversubscribed, Open MPI is told to yield (gompi decides so by
+# itself, and turns its progress goroutine off). The tables come from
+# compare_nbc_summary.py.
+#
 # A tool, not part of CI. Needs: go, gcc, python3, and the Debian packages
 # openmpi-bin libopenmpi-dev mpich libmpich-dev (mpi-anchors' build.sh builds
 # the MPICH variants too).
@@ -52,6 +62,8 @@
 #        python3 bench/compare_summary.py <OUT>   (the tables again)
 #        MODE=coll REPS=5 bench/compare.sh         (about 10 minutes)
 #        python3 bench/compare_coll_summary.py <OUT>
+#        MODE=nbc REPS=5 bench/compare.sh          (about 15 minutes)
+#        python3 bench/compare_nbc_summary.py <OUT>
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -75,7 +87,7 @@ for tool in go gcc python3 mpicc.openmpi mpirun.openmpi mpicc.mpich; do
     die "$tool not found; needs go, gcc, python3 and: apt-get install openmpi-bin libopenmpi-dev mpich libmpich-dev"
 done
 [[ "$REPS" =~ ^[1-9][0-9]*$ ]] || die "REPS=$REPS: want a whole number of at least 1"
-[ "$MODE" = p2p ] || [ "$MODE" = coll ] || die "MODE=$MODE: accepted: p2p, coll"
+[ "$MODE" = p2p ] || [ "$MODE" = coll ] || [ "$MODE" = nbc ] || die "MODE=$MODE: accepted: p2p, coll, nbc"
 
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 OUT="${OUT:-$WORK/results/$STAMP}"
@@ -147,6 +159,31 @@ coll() {
     run "gompi.np$np" "$r" "$OUT/coll.gompi.np$np.$r.barrier.txt" "${gompi[@]}" "$GBENCH" barrier --scale "$scale" --probe
   done
 }
+
+# nbc NP: the nonblocking collectives at NP ranks, every side, REPS times
+# interleaved.
+nbc() {
+  local np=$1 scale=$SCALE bind=(--bind-to core) mbind=(-bind-to core) yield=()
+  if [ "$np" -gt "$(nproc)" ]; then
+    scale=$SCALE4 bind=(--bind-to none) mbind=(-bind-to none) yield=(--mca mpi_yield_when_idle 1)
+  fi
+  local ompi=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$np" "${bind[@]}" "${yield[@]}" --mca pml ob1 --mca btl vader,self)
+  local mpich=(mpiexec.mpich -n "$np" "${mbind[@]}")
+  local gompi=("$GMPIRUN" -np "$np" "${bind[@]}" --mca btl self,shm)
+  for r in $(seq 1 "$REPS"); do
+    run "ompi.np$np" "$r" "$OUT/nbc.ompi.np$np.$r.txt" "${ompi[@]}" "$WORK/anchors/nbc.ompi" "$scale"
+    run "mpich.np$np" "$r" "$OUT/nbc.mpich.np$np.$r.txt" "${mpich[@]}" "$WORK/anchors/nbc.mpich" "$scale"
+    run "gompi.np$np" "$r" "$OUT/nbc.gompi.np$np.$r.txt" "${gompi[@]}" "$GBENCH" nbc --scale "$scale" --probe
+  done
+}
+
+if [ "$MODE" = nbc ]; then
+  "$GMPIRUN" -np 2 "$GBENCH" nbc --sizes 8 --iterations 100 >/dev/null || die "gompi-bench does not run"
+  for np in $NPS; do nbc "$np"; done
+  python3 "$HERE/compare_nbc_summary.py" "$OUT" | tee "$OUT/tables.md"
+  echo "raw results: $OUT" >&2
+  exit 0
+fi
 
 if [ "$MODE" = coll ]; then
   "$GMPIRUN" -np 2 "$GBENCH" allreduce --sizes 8 --iterations 100 >/dev/null || die "gompi-bench does not run"

@@ -8,6 +8,7 @@
 //	mpirun -np N gompi-bench idle    [--in recv|wait|finalize|barrier] [--loops N]
 //	mpirun -np N gompi-bench commcreate [--iterations N]   (or gompi-bench commcreate --goroutines N)
 //	mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [--sizes 8,1k,64k,1m] [--scale F] [--probe]
+//	mpirun -np N gompi-bench nbc [--sizes 8,1k,64k,1m] [--scale F] [--probe]
 //
 // GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile of each rank to
 // prefix.<rank>.
@@ -30,6 +31,11 @@
 // are measured as mpi-anchors/allreduce.c measures: every rank times its
 // calls back to back; the row is "<size> <avg> <min> <max>", the mean over
 // ranks of each rank's µs per call and the extremes.
+//
+// nbc: Ibarrier and Iallreduce, their overlap with computation as
+// mpi-anchors/nbc.c (and OSU) define it, in nbc.c's lines; then the
+// persistent and blocking forms and the collective's own CPU time (nbc.go
+// says how each is measured).
 //
 // idle: rank 0 times a fixed CPU loop while the other ranks wait for it;
 // the row is "<ranks waiting> <ms>". Compare with -np 1 (the loop alone):
@@ -56,6 +62,7 @@ import (
 
 const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
        mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [options]
+       mpirun -np N gompi-bench nbc [--sizes 8,1k,64k,1m] [--scale F] [--probe]
        mpirun -np N gompi-bench idle [--in recv|wait|finalize|barrier] [--loops N]
        mpirun -np N gompi-bench commcreate [--iterations N]
        gompi-bench commcreate --goroutines N [--iterations N]
@@ -69,6 +76,11 @@ Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
                  collectives over every rank, as mpi-anchors/allreduce.c: the mean over
                  ranks of each rank's time per call (µs), with the min and max; reduce
                  and allreduce sum float64 (sizes in multiples of 8)
+  nbc            Ibarrier and Iallreduce (float64 sums) as mpi-anchors/nbc.c, in its lines:
+                 pure (Ixxx + Wait), cpu (a compute loop as long), ovrl (Ixxx, compute,
+                 Wait), ovrl_t (the compute in 64 slices with a Test between), overlap =
+                 100*(1-(ovrl-cpu)/pure); then, per size, Start + Wait of the persistent
+                 form, the blocking form, and W, the collective's own CPU time per call
   commcreate     time per call of Dup, Split, Create and CreateGroup (then Free), and messages
                  sent per rank; CreateGroup with mpi_comm_create_group_algorithm, or with
                  --goroutines N each algorithm in turn over N goroutine ranks of one process
@@ -78,15 +90,18 @@ Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
 Options:
   --sizes LIST|MIN:MAX   message sizes in bytes: a comma-separated list, or every power of
                          two from MIN to MAX (0 first when MIN is 0); k and m suffixes are
-                         binary; at most 4m (default 0:4m; for the collectives
+                         binary; at most 4m (default 0:4m; for the collectives and nbc
                          8,1k,64k,1m, allreduce.c's; per rank for allgather and alltoall)
   --iterations N         timed iterations per size, at least 1 (default: by size, as
                          mpi-anchors/pingpong.c: 20000 up to 4 KiB ... 100 at 4 MiB for
                          latency, 400 ... 4 for bw and bibw; for the collectives
-                         allreduce.c's: 100000 at 8 B ... 500 at 1 MiB)
-  --scale F              collectives: multiply the default iterations by F, above 0
-                         (allreduce.c's scale argument; default 1)
-  --warmup N             untimed iterations first, 0 or more (default: a tenth, at least 2)
+                         allreduce.c's: 100000 at 8 B ... 500 at 1 MiB; for nbc nbc.c's:
+                         20000 at 8 B ... 200 at 1 MiB)
+  --scale F              collectives and nbc: multiply the default iterations by F, above 0
+                         (allreduce.c's and nbc.c's scale argument; default 1; nbc runs at
+                         least 10)
+  --warmup N             untimed iterations first, 0 or more (default: a tenth, at least 2;
+                         for nbc a tenth plus one, as nbc.c)
   --window N             messages in flight per iteration of bw and bibw, 1 to 1024 (default 64)
   --comm world|incl      the communicator: the world (default), or one made by Comm.Create
                          from an Incl of every world rank but the last, whose group
@@ -100,7 +115,9 @@ Options:
   --goroutines N         commcreate and the collectives: run N goroutine ranks in this process
                          (1 to 1024) instead of the processes mpirun started
   --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
-                         one-way) before and after each size; needs them on one node
+                         one-way) before and after each size; needs them on one node; nbc
+                         probes only when there are exactly 2 ranks (pre=/post= are -1
+                         otherwise, as nbc.c's)
   -h, --help             print this help
 `
 
@@ -116,6 +133,7 @@ const (
 	bibw
 	idleKind
 	commCreateKind
+	nbcKind
 	// The collectives; isColl relies on them coming last.
 	barrierKind
 	bcastKind
@@ -125,7 +143,7 @@ const (
 	alltoallKind
 )
 
-var kindNames = [...]string{"latency", "bw", "bibw", "idle", "commcreate", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
+var kindNames = [...]string{"latency", "bw", "bibw", "idle", "commcreate", "nbc", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
 
 func (k benchKind) String() string {
 	return kindNames[k]
@@ -289,9 +307,12 @@ func parseArgs(args []string) (*options, bool, error) {
 	if !kindSet {
 		return nil, false, usagef("no benchmark: accepted: %s", strings.Join(kindNames[:], ", "))
 	}
+	if o.kind == nbcKind && o.goroutines > 0 {
+		return nil, false, usagef("nbc measures each rank's process (its CPU time): run it under mpirun, without --goroutines")
+	}
 	if sizes == "" {
 		sizes = "0:4m"
-		if o.kind.isColl() {
+		if o.kind.isColl() || o.kind == nbcKind {
 			sizes = defaultCollSizes
 		}
 	}
@@ -428,6 +449,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch {
 	case o.kind == idleKind:
 		err = idle(inst, o, stdout)
+	case o.kind == nbcKind:
+		err = nbcBench(inst, o, stdout)
 	case o.kind.isColl():
 		err = collBench(inst, o, stdout)
 	default:

@@ -161,7 +161,9 @@ func TestBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no benchmark: accepted: latency, bw, bibw, idle, commcreate, barrier, bcast, reduce, allreduce, allgather, alltoall"},
+		{nil, "no benchmark: accepted: latency, bw, bibw, idle, commcreate, nbc, barrier, bcast, reduce, allreduce, allgather, alltoall"},
+		{[]string{"nbc", "--goroutines", "2"}, "nbc measures each rank's process (its CPU time): run it under mpirun, without --goroutines"},
+		{[]string{"nbc", "--sizes", "12"}, "nbc reduces float64: size 12 is not a multiple of 8"},
 		{[]string{"pingpong"}, `unknown benchmark "pingpong": accepted: latency, bw, bibw`},
 		{[]string{"allreduce", "--scale", "0"}, `--scale "0": accepted: a number above 0`},
 		{[]string{"latency", "bw"}, "give one benchmark"},

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Tables of `MODE=nbc bench/compare.sh`: nonblocking collectives, gompi
+against Open MPI and MPICH, per number of ranks and placement.
+
+Every side prints mpi-anchors/nbc.c's lines (gompi-bench nbc prints the same
+ones): per operation (ibarrier; iallreduce per size) pure_us (Ixxx + Wait),
+overlap and overlap_t (OSU's overlap of the collective with a compute loop
+without, and with, Tests between its slices). gompi-bench adds, per
+operation, <op>_persistent start_wait_us (Start + Wait of the persistent
+form), the blocking form's blocking_us, and <op>_w: w_us (the collective's
+own CPU time per call), done (the fraction of W's runs complete before the
+Wait), pure_cpu_us (the process's CPU time per call during pure) and
+pure_csw (its context switches per call during pure).
+
+A line's placement is "near" when the probes around it are all below 120 ns,
+"far" when all are above 150 ns, "mixed" otherwise (as
+mpi-anchors/summarize.py): the line's own pre=/post= (two ranks only) and
+`shm_limit probe` before and after the run (probe.log). Cells are medians
+over runs [count]; ratios are gompi's median over the other's, in one
+placement.
+
+Usage: compare_nbc_summary.py RESULT_DIR [near|far|all ...]
+"""
+import glob
+import os
+import re
+import statistics
+import sys
+
+D = sys.argv[1] if len(sys.argv) > 1 else "."
+STATES = sys.argv[2:] or ["near", "far", "all"]
+NEAR, FAR = 120.0, 150.0
+SIDES = ["ompi", "mpich", "gompi"]
+NBC = ("ibarrier", "iallreduce")
+
+
+def kv(line):
+    return dict(re.findall(r"(\w+)=([^\s]+)", line))
+
+
+def state_of(probes):
+    p = [x for x in probes if x is not None and x >= 0]
+    if not p:
+        return "n/a"
+    if all(x < NEAR for x in p):
+        return "near"
+    if all(x > FAR for x in p):
+        return "far"
+    return "mixed"
+
+
+# Run-level probes: probe.log lines "<label> rep=<r> when=pre|post probe ... ns=<x> ...".
+runprobes = {}
+pl = os.path.join(D, "probe.log")
+if os.path.exists(pl):
+    for line in open(pl):
+        label, rest = line.split(" ", 1)
+        d = kv(rest)
+        if "ns" in d:
+            runprobes.setdefault((label, d["rep"]), []).append(float(d["ns"]))
+
+# records[(side, np, op, size)][field] = [(value, state)]; op is the line's
+# first word (ibarrier, iallreduce, iallreduce_persistent, allreduce, ...).
+records = {}
+for f in glob.glob(os.path.join(D, "nbc.*.np*.*.txt")):
+    parts = os.path.basename(f).split(".")
+    side, np, rep = parts[1], int(parts[2][2:]), parts[3]
+    label = f"{side}.np{np}"
+    for line in open(f):
+        if line.startswith("#") or not line.strip():
+            continue
+        op = line.split()[0]
+        d = kv(line)
+        if "size" not in d:
+            continue
+        try:
+            probes = [float(d.get("pre", -1)), float(d.get("post", -1))]
+            st = state_of(probes + runprobes.get((label, rep), []))
+            rec = records.setdefault((side, np, op, int(d["size"])), {})
+            for k, v in d.items():
+                if k not in ("size", "pre", "post"):
+                    rec.setdefault(k, []).append((float(v), st))
+        except ValueError:
+            continue
+
+
+def vals(side, np, op, size, field, state):
+    return [v for v, s in records.get((side, np, op, size), {}).get(field, []) if state == "all" or s == state]
+
+
+def med(v):
+    return statistics.median(v) if v else None
+
+
+def cell(v, pct=False):
+    if not v:
+        return "–"
+    m = med(v)
+    if pct:
+        return f"{m:.0f} [{len(v)}]"
+    return f"{m:.3f} [{len(v)}]" if m < 10 else f"{m:.1f} [{len(v)}]"
+
+
+def ratio(a, b):
+    return "–" if not a or not b or not med(b) else f"{med(a) / med(b):.2f}"
+
+
+def sizes_of(np, op):
+    return sorted({s for (side, n, o, s) in records if n == np and o == op})
+
+
+nps = sorted({np for (_, np, _, _) in records})
+print(f"Result folder: `{os.path.abspath(D)}`\n")
+for state in STATES:
+    print(f"## Placement: {state}\n")
+    for np in nps:
+        print(f"### {np} ranks: nbc.c's figures, medians [runs]; pure in µs, overlap in %; ratios gompi / other\n")
+        print("| operation | size (B) | pure Open MPI | pure MPICH | pure gompi | ÷ Open MPI | ÷ MPICH "
+              "| overlap Open MPI | overlap MPICH | overlap gompi | overlap_t Open MPI | overlap_t MPICH | overlap_t gompi |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for op in NBC:
+            for s in sizes_of(np, op):
+                p = {side: vals(side, np, op, s, "pure_us", state) for side in SIDES}
+                o = {side: vals(side, np, op, s, "overlap", state) for side in SIDES}
+                t = {side: vals(side, np, op, s, "overlap_t", state) for side in SIDES}
+                print(f"| {op} | {s if op != 'ibarrier' else '–'} | {cell(p['ompi'])} | {cell(p['mpich'])} | {cell(p['gompi'])} "
+                      f"| {ratio(p['gompi'], p['ompi'])} | {ratio(p['gompi'], p['mpich'])} "
+                      f"| {cell(o['ompi'], True)} | {cell(o['mpich'], True)} | {cell(o['gompi'], True)} "
+                      f"| {cell(t['ompi'], True)} | {cell(t['mpich'], True)} | {cell(t['gompi'], True)} |")
+        print()
+        if not any(side == "gompi" and n == np for (side, n, _, _) in records):
+            continue
+        print(f"### {np} ranks: gompi's own figures, medians [runs], µs per call\n")
+        print("Ixxx+Wait is nbc.c's pure; persistent is Start + Wait of BarrierInit/AllreduceInit; blocking is "
+              "Barrier/Allreduce; W is the collective's own CPU time per call (done: the fraction of W's runs "
+              "complete before the Wait); CPU and csw are the process's CPU time and context switches per call "
+              "during pure.\n")
+        print("| operation | size (B) | Ixxx+Wait | persistent | blocking | Ixxx+Wait ÷ blocking | persistent ÷ blocking "
+              "| W | W ÷ pure | done | CPU during pure | csw per call |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for op in NBC:
+            for s in sizes_of(np, op):
+                g = lambda o, f: vals("gompi", np, o, s, f, state)
+                pure, pers, blk = g(op, "pure_us"), g(op + "_persistent", "start_wait_us"), g(op[1:], "blocking_us")
+                w = g(op + "_w", "w_us")
+                done = g(op + "_w", "done")
+                print(f"| {op} | {s if op != 'ibarrier' else '–'} | {cell(pure)} | {cell(pers)} | {cell(blk)} "
+                      f"| {ratio(pure, blk)} | {ratio(pers, blk)} | {cell(w)} | {ratio(w, pure)} "
+                      f"| {'–' if not done else f'{med(done):.2f}'} | {cell(g(op + '_w', 'pure_cpu_us'))} "
+                      f"| {cell(g(op + '_w', 'pure_csw'))} |")
+        print()
