@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/params"
 )
@@ -158,6 +159,28 @@ type document struct {
 	// not be loaded, with the reason.
 	Skipped []skippedInfo `json:"skipped_plugins,omitempty"`
 	Params  []paramInfo   `json:"params"`
+	// CollSlots are the coll framework's operation slots, which its
+	// components fill per communicator (coll_base_verbose prints who fills
+	// each): with the package, when the catalog has coll.
+	CollSlots *slotsInfo `json:"coll_slots,omitempty"`
+}
+
+// slotsInfo names the slots by form. Persistent collectives (…_init) have
+// no slots of their own: the nonblocking slot's plan runs each Start.
+type slotsInfo struct {
+	Blocking    []string `json:"blocking"`
+	Nonblocking []string `json:"nonblocking"`
+	Persistent  []string `json:"persistent"`
+}
+
+func collSlots() *slotsInfo {
+	s := &slotsInfo{}
+	for _, op := range coll.Ops() {
+		s.Blocking = append(s.Blocking, op.String())
+		s.Nonblocking = append(s.Nonblocking, coll.NBName(op))
+		s.Persistent = append(s.Persistent, op.String()+"_init")
+	}
+	return s
 }
 
 type packageInfo struct {
@@ -216,6 +239,9 @@ func collect(b *mca.Base, o *options) (*document, error) {
 		doc.Package = &packageInfo{
 			Name: "gompi", Version: mca.GompiVersion.String(),
 			MCAVersion: mca.MCAVersion.String(), GoVersion: runtime.Version(),
+		}
+		if cat.Framework("coll") != nil {
+			doc.CollSlots = collSlots()
 		}
 	}
 	if len(queries) == 0 {

@@ -134,6 +134,15 @@ func jsonFacts(t *testing.T, doc []byte) []string {
 		add("mca-api:version:full:%v", p["mca_version"])
 		add("go:version:full:%v", p["go_version"])
 	}
+	if cs, ok := d["coll_slots"].(map[string]any); ok {
+		for _, form := range []string{"blocking", "nonblocking", "persistent"} {
+			var names []string
+			for _, n := range cs[form].([]any) {
+				names = append(names, n.(string))
+			}
+			add("coll:slots:%s:%s", form, strings.Join(names, ","))
+		}
+	}
 	for _, ci := range d["components"].([]any) {
 		c := ci.(map[string]any)
 		pre := fmt.Sprintf("mca:%v:%v", c["framework"], c["name"])

@@ -26,6 +26,11 @@ func writePretty(w io.Writer, doc *document) {
 		line(w, "MCA", p.MCAVersion)
 		line(w, "Go", p.GoVersion)
 	}
+	if cs := doc.CollSlots; cs != nil {
+		line(w, "MCA coll slots", "blocking: "+strings.Join(cs.Blocking, " "))
+		line(w, "MCA coll slots", "nonblocking: "+strings.Join(cs.Nonblocking, " "))
+		line(w, "MCA coll slots", "persistent: "+strings.Join(cs.Persistent, " ")+" (each Start runs the nonblocking slot's plan)")
+	}
 	for _, c := range doc.Components {
 		line(w, "MCA "+c.Framework, fmt.Sprintf("%s (MCA v%s, API v%s, Component v%s, %s)",
 			c.Name, c.MCAVersion, c.APIVersion, c.Version, c.Origin))
@@ -114,6 +119,11 @@ func parsableLines(doc *document) []string {
 		add("gompi:version:full:%s", p.Version)
 		add("mca-api:version:full:%s", p.MCAVersion)
 		add("go:version:full:%s", p.GoVersion)
+	}
+	if cs := doc.CollSlots; cs != nil {
+		add("coll:slots:blocking:%s", strings.Join(cs.Blocking, ","))
+		add("coll:slots:nonblocking:%s", strings.Join(cs.Nonblocking, ","))
+		add("coll:slots:persistent:%s", strings.Join(cs.Persistent, ","))
 	}
 	for _, c := range doc.Components {
 		prefix := "mca:" + c.Framework + ":" + c.Name
