@@ -2,7 +2,9 @@ package mpi_test
 
 import (
 	"fmt"
+	"math"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,8 +117,50 @@ func computeUntil(req *mpi.Request, bound time.Duration) bool {
 		}
 		runtime.Gosched()
 	}
-	sink = x
+	sink.Store(math.Float64bits(x))
 	return true
 }
 
-var sink float64
+// sink keeps the computation from being optimised away.
+var sink atomic.Uint64
+
+// A program whose goroutine is locked to its OS thread (LockOSThread, as
+// programs that call C libraries do) may start and wait for nonblocking
+// collectives while the progress goroutine advances them too: a
+// collective resumed by a goroutine of another locking than the one that
+// made it must not abort the process (Go's iter.Pull coroutines would).
+func TestNonblockingFromLockedThread(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		if w.Rank() != 1 {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		sum := []int64{0}
+		p, err := mpi.AllreduceInit(w, []int64{1}, sum, mpi.Sum)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < 50; i++ {
+			recv := []int64{0}
+			req, err := mpi.Iallreduce(w, []int64{int64(i)}, recv, mpi.Sum)
+			if err != nil {
+				return err
+			}
+			if err := p.Start(); err != nil {
+				return err
+			}
+			computeUntil(req, time.Duration(i%2)*time.Millisecond)
+			if _, err := req.Wait(); err != nil {
+				return err
+			}
+			if _, err := p.Wait(); err != nil {
+				return err
+			}
+			if recv[0] != int64(3*i) || sum[0] != 3 {
+				return fmt.Errorf("round %d: sums %d and %d, want %d and 3", i, recv[0], sum[0], 3*i)
+			}
+		}
+		return p.Free()
+	}, mpitest.WithMCA("mpi_async_progress", "yes"))
+}

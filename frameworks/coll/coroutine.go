@@ -1,7 +1,6 @@
 package coll
 
 import (
-	"iter"
 	"sync"
 
 	"github.com/gompi/gompi/frameworks/pml"
@@ -9,9 +8,9 @@ import (
 )
 
 // Coroutine plans a nonblocking collective that runs f, a blocking slot's
-// function, as a coroutine (iter.Pull): Start and Progress run f on their
-// caller's goroutine until f would wait; there f gives the goroutine back,
-// and a later Progress resumes it once what it waits for is there. f sees
+// function, as a coroutine: Start and Progress run f until it would wait,
+// their caller blocked meanwhile; there f hands control back, and a later
+// Progress resumes it once what it waits for is there. f sees
 // c through a Comm whose blocking calls (Send, Recv, Sendrecv, and the
 // helpers' waits through Awaiter) give the goroutine back instead of
 // waiting, whose tags are the run's (NBTag), and that offers no low-latency
@@ -124,7 +123,7 @@ func (p *coPlan) body(yield func(struct{}) bool) {
 func (p *coPlan) Start(tag int) error {
 	p.base, p.finished, p.err, p.cond, p.waitReq = tag, false, nil, nil, nil
 	if p.next == nil {
-		p.next, p.stop = iter.Pull(p.body)
+		p.next, p.stop = goPull(p.body)
 	}
 	p.resume()
 	return nil
@@ -306,3 +305,58 @@ func (x coInter) RemoteSize() int { return x.inner.(Inter).RemoteSize() }
 // Local is the local group's communicator in the run's tags: its messages
 // go through the same window, in the local context.
 func (x coInter) Local() Comm { return coComm{inner: x.inner.(Inter).Local(), p: x.p} }
+
+// goPull is iter.Pull for body, on a goroutine of its own: next runs body
+// until it yields (or returns: then false), its caller blocked meanwhile;
+// stop makes a parked body's yield return false and waits for it to
+// return. iter.Pull's coroutines switch faster, but the Go runtime
+// aborts the process (it cannot be recovered) when a goroutine locked to
+// its OS thread (runtime.LockOSThread, a cgo callback) resumes one that it
+// did not create, or any goroutine one that a locked goroutine created:
+// and any of the program's goroutines, locked or not, may call the Wait
+// or Test that progresses a collective, beside the progress goroutine.
+// A goroutine handed control over channels has no such rule.
+func goPull(body func(yield func(struct{}) bool)) (next func() (struct{}, bool), stop func()) {
+	resume := make(chan bool)  // true: run on; false: the yield returns false
+	yielded := make(chan bool) // true: body yielded; false: body returned
+	started, done := false, false
+	yield := func(struct{}) bool {
+		yielded <- true
+		return <-resume
+	}
+	next = func() (struct{}, bool) {
+		if done {
+			return struct{}{}, false
+		}
+		if !started {
+			started = true
+			go func() {
+				body(yield)
+				yielded <- false
+			}()
+		} else {
+			resume <- true
+		}
+		if !<-yielded {
+			done = true
+			return struct{}{}, false
+		}
+		return struct{}{}, true
+	}
+	stop = func() {
+		if done {
+			return
+		}
+		done = true
+		if !started {
+			return
+		}
+		// A body may yield again after its yield returned false (an
+		// abandoned wait's error returns through the algorithm to the
+		// loop's yield): each yield gets false, until body returns.
+		for resume <- false; <-yielded; {
+			resume <- false
+		}
+	}
+	return next, stop
+}
