@@ -6,11 +6,14 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/rte"
 )
 
 // AsyncProgressParam says whether an instance runs a progress goroutine
@@ -29,10 +32,12 @@ func init() {
 		Name: AsyncProgressParam, Type: params.Enum, Default: "auto", Level: 4, Scope: params.ScopeLocal,
 		Values: []params.EnumValue{{Value: asyncNo, Name: "no"}, {Value: asyncYes, Name: "yes"}, {Value: asyncAuto, Name: "auto"}},
 		Help: "Whether a goroutine advances the nonblocking collectives while the program computes without calling MPI: " +
-			"yes (it runs while one is pending and sleeps on the wait policy's doorbell when nothing arrives, so it " +
-			"costs no core meanwhile; with GOMAXPROCS at 1 it raises it to 2, so that it can run beside the " +
-			"computation), no (they advance only in calls into the instance: Wait, Test, any other call), or auto " +
-			"(yes unless the node runs more ranks than it has cores)",
+			"yes (it runs while one is pending and sleeps on the wait policy's doorbell when nothing arrives; it needs a " +
+			"core beside the computation's and GOMAXPROCS of at least 2 to run there), no (they advance only in calls " +
+			"into the instance: Wait, Test, any other call), or auto (yes when this rank has at least two cores to " +
+			"itself: its node's cores, bounded by its CPU affinity, over the ranks of the node; with one core each, " +
+			"the goroutine takes the core from the computation only when the kernel preempts it, hundreds of " +
+			"microseconds after a message arrives here, and every wake costs the computation more than it gains)",
 	})
 }
 
@@ -84,7 +89,7 @@ func (i *Instance) setupNBC() {
 	case asyncYes:
 		s.async = true
 	case asyncAuto:
-		s.async = !i.rt.Job().Oversubscribed
+		s.async = coresPerRank(i.rt.Job().LocalSize) >= 2 && runtime.GOMAXPROCS(0) >= 2
 	}
 	eng := i.pml.Engine()
 	eng.SetExtraProgress(i.progressNBC)
@@ -170,20 +175,21 @@ func (i *Instance) startRun(r *nbcRun) error {
 	return nil
 }
 
+// AsyncProgress reports whether a goroutine advances the instance's
+// nonblocking collectives while the program computes (mpi_async_progress,
+// auto decided).
+func (i *Instance) AsyncProgress() bool { return i.nbc.async }
+
 // startProgressGoroutine starts the goroutine that advances the runs in
 // flight while the program computes. It waits on the bell's background
 // channel, which the engine arms only while the program is outside the
 // instance's calls with runs in flight (pml.Engine.LeaveToBackground): what
 // arrives then wakes it, it progresses until nothing moves, and waits
 // again. It spins never and costs nothing while the program is inside a
-// call, which progresses by itself. It needs a processor of its own to run
-// beside the computation: with GOMAXPROCS at 1 (a rank bound to one core)
-// it would wait for the computation to be preempted, so GOMAXPROCS goes to
-// 2, and the kernel shares the core between the two threads.
+// call, which progresses by itself. GOMAXPROCS stays as it is: raised
+// above the cores a rank is bound to, every goroutine hand-off would wake
+// a thread that must take the core from the computation.
 func (i *Instance) startProgressGoroutine() {
-	if runtime.GOMAXPROCS(0) < 2 {
-		runtime.GOMAXPROCS(2)
-	}
 	s := &i.nbc
 	eng := i.pml.Engine()
 	bell := i.rt.Bell()
@@ -203,6 +209,18 @@ func (i *Instance) startProgressGoroutine() {
 			}
 		}
 	}()
+}
+
+// coresPerRank is how many cores each of the node's localSize ranks has,
+// as far as this process can tell: the node's cores over its ranks, at
+// most the CPUs this process may run on (a launcher's binding).
+func coresPerRank(localSize int) int {
+	n := rte.NodeCores() / max(localSize, 1)
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err == nil {
+		n = min(n, set.Count())
+	}
+	return n
 }
 
 // finalizeNBC stops the progress goroutine and abandons the runs still in

@@ -11,6 +11,7 @@ import (
 	"github.com/gompi/gompi/internal/collcheck"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
+	"github.com/gompi/gompi/rte"
 )
 
 // Every nonblocking and every persistent collective gives the blocking
@@ -163,4 +164,22 @@ func TestNonblockingFromLockedThread(t *testing.T) {
 		}
 		return p.Free()
 	}, mpitest.WithMCA("mpi_async_progress", "yes"))
+}
+
+// mpi_async_progress=auto runs the progress goroutine only where a rank
+// has two cores to itself: alone on this node (when it has two), not when
+// the node's ranks leave each one core.
+func TestAsyncProgressAuto(t *testing.T) {
+	cores := rte.NodeCores()
+	for _, c := range []struct {
+		ranks int
+		want  bool
+	}{{1, cores >= 2 && runtime.GOMAXPROCS(0) >= 2}, {max(cores, 2), false}} {
+		mpitest.Run(t, c.ranks, func(r *mpitest.Rank) error {
+			if got := r.Instance.AsyncProgress(); got != c.want {
+				return fmt.Errorf("%d ranks on %d cores: AsyncProgress %v, want %v", c.ranks, cores, got, c.want)
+			}
+			return nil
+		})
+	}
 }

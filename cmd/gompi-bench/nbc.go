@@ -204,8 +204,9 @@ func nbcBench(inst *mpi.Instance, o *options, w io.Writer) error {
 	if r.me == 0 {
 		// mpi_async_progress decides whether the collectives advance while
 		// the ranks compute; auto follows the node's oversubscription.
-		lib := fmt.Sprintf("gompi %s mpi_async_progress=%s oversubscribed=%v", mca.GompiVersion,
-			inst.Base().Lookup(mpi.AsyncProgressParam), inst.Runtime().Job().Oversubscribed)
+		lib := fmt.Sprintf("gompi %s mpi_async_progress=%s(%v) oversubscribed=%v", mca.GompiVersion,
+			inst.Base().Lookup(mpi.AsyncProgressParam), map[bool]string{true: "on", false: "off"}[inst.AsyncProgress()],
+			inst.Runtime().Job().Oversubscribed)
 		if len(lib) > 80 {
 			lib = lib[:80]
 		}
