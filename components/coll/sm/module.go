@@ -121,11 +121,22 @@ type module struct {
 	want    uint64
 	root    int
 	arrived func() bool // bound once: a method value per wait would allocate
+
+	// The nonblocking operations (nonblocking.go): how many were started
+	// (written by the program's calls only) and how many are done here
+	// (by whichever goroutine progresses them), drainNB's condition bound
+	// once, and the free plans.
+	nbTickets  uint64
+	nbFinished atomic.Uint64
+	nbDrained  func() bool
+	nbMu       sync.Mutex
+	nbFree     *nbPlan
 }
 
 func newModule(node coll.Node, log *mca.Logger, maxBytes, split int) *module {
 	m := &module{node: node, log: log, me: node.Rank(), n: node.Size(), maxBytes: maxBytes, split: split, slot: roundUp(maxBytes, line)}
 	m.arrived = m.arrivedNow
+	m.nbDrained = m.nbDrainedNow
 	m.slots[coll.Barrier] = m.barrier
 	if maxBytes > 0 {
 		m.slots[coll.Bcast] = m.bcast
@@ -141,9 +152,11 @@ func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
 // coll_sm_max_bytes and for a segment that could not be made.
 func (m *module) Stack(op coll.Op, below coll.Func) { m.below[op] = below }
 
-// Serial: sm's operations follow one sequence through one segment, and a
-// wait keeps its place in it (m.want, m.root): a nonblocking collective
-// runs the algorithm of the module below sm, never sm's.
+// Serial: sm's blocking operations follow one sequence through one
+// segment, and a wait keeps its place in it (m.want, m.root): a coroutine
+// must never run one beside another operation. sm's own nonblocking
+// operations (nonblocking.go) keep their place in the sequence without
+// waiting; the calls they do not take run the module below sm's algorithm.
 func (m *module) Serial() {}
 
 // passOn runs op with the module below; without one, sm cannot run it.
@@ -415,16 +428,26 @@ func (m *module) waitFor(r int, k uint64) error {
 // finished reading the slots of the one before, which it is about to
 // reuse.
 func (m *module) begin(writes bool, phases uint64) (uint64, int, error) {
+	if err := m.drainNB(); err != nil {
+		return 0, 0, err
+	}
 	if writes && m.prevStart > 0 {
 		if err := m.waitAll(m.prevStart); err != nil {
 			return 0, 0, err
 		}
 	}
+	k, par := m.reserve(phases)
+	return k, par, nil
+}
+
+// reserve takes the next operation's phases sequence numbers and returns
+// the first and the parity of its slots.
+func (m *module) reserve(phases uint64) (uint64, int) {
 	k, par := m.seq+1, int(m.ops&1)
 	m.ops++
 	m.seq += phases
 	m.prevStart = k
-	return k, par, nil
+	return k, par
 }
 
 // The optional interfaces sm relies on: a rename there must not leave these

@@ -1,0 +1,202 @@
+package sm
+
+import "github.com/gompi/gompi/frameworks/coll"
+
+// sm's nonblocking barrier, bcast, reduce and allreduce: the blocking
+// algorithms' steps (begin, write the slot, publish, wait for the others'
+// numbers, combine or copy) as states that Progress advances without
+// waiting. Start writes this rank's part and publishes it, so that what the
+// others need is there while the program computes; the rest is one look at
+// the sequence numbers per Progress. A coroutine could run the blocking
+// functions only one at a time (Serial), and would cost a goroutine switch
+// per wait, more than the whole of a small operation here.
+//
+// sm's operations follow one sequence through the segment, in call order
+// (the same on every rank, as MPI asks): a nonblocking one begins only once
+// the one started before it on this communicator is done here, and a
+// blocking one waits for every nonblocking one in flight first, so that the
+// sequence numbers and slot parities are taken in call order, as the
+// blocking operations alone take them.
+
+// NBFunc fills the nonblocking slots of the operations sm carries; a call
+// that sm does not take (its size, a segment not set up yet) runs the
+// blocking algorithm of the module below sm as a coroutine, as coll nbc
+// would.
+func (m *module) NBFunc(op coll.Op) coll.NBFunc {
+	if m.slots[op] == nil {
+		return nil
+	}
+	return func(c coll.Comm, a *coll.Args) (coll.Plan, error) {
+		if !m.takesNB(op, a) {
+			return coll.Coroutine(c, a, a.Blocking)
+		}
+		m.nbMu.Lock()
+		p := m.nbFree
+		if p != nil {
+			m.nbFree, p.next = p.next, nil
+		}
+		m.nbMu.Unlock()
+		if p == nil {
+			p = &nbPlan{m: m}
+		}
+		p.op, p.a = op, a
+		return p, nil
+	}
+}
+
+// takesNB reports whether sm runs op on a natively: the segment is set up
+// (by a blocking call: setting it up exchanges messages and waits), and the
+// blocking form would run through it, in one phase.
+func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
+	if m.state != on {
+		return false
+	}
+	bytes := 0
+	switch op {
+	case coll.Bcast:
+		bytes = len(a.Recv)
+	case coll.Reduce, coll.Allreduce:
+		bytes = len(a.Input())
+	}
+	if bytes > m.maxBytes || bytes < m.rootedMin && (op == coll.Bcast || op == coll.Reduce) {
+		return false
+	}
+	return op != coll.Allreduce || bytes < m.split
+}
+
+// The states of an nbPlan's run.
+const (
+	nbAfterPrev = iota // waits for the run started before it to be done here
+	nbBegin            // waits for every rank to have started the previous operation (writers)
+	nbArrive           // waits for the others' numbers
+	nbDone
+)
+
+// nbPlan is one nonblocking sm operation.
+type nbPlan struct {
+	m      *module
+	op     coll.Op
+	a      *coll.Args
+	ticket uint64 // this run's place among the communicator's nonblocking runs
+	state  int
+	k      uint64  // this run's sequence number
+	par    int     // and its slots' parity
+	next   *nbPlan // in the module's free list
+}
+
+func (p *nbPlan) Start(int) error {
+	m := p.m
+	// Starts come in call order, from the program's calls on the
+	// communicator, one at a time.
+	m.nbTickets++
+	p.ticket = m.nbTickets
+	p.state = nbAfterPrev
+	p.advance()
+	return nil
+}
+
+func (p *nbPlan) Progress() (bool, error) {
+	p.advance()
+	return p.state == nbDone, nil
+}
+
+// Free ends the plan; a run abandoned in flight (Finalize) no longer
+// holds back the communicator's blocking operations. A finished plan goes
+// to the module's free list: a small operation costs no allocation.
+func (p *nbPlan) Free() {
+	m := p.m
+	p.a = nil
+	if p.state != nbDone {
+		p.finish()
+		return
+	}
+	m.nbMu.Lock()
+	p.next, m.nbFree = m.nbFree, p
+	m.nbMu.Unlock()
+}
+
+// advance takes the run as far as it goes without waiting.
+func (p *nbPlan) advance() {
+	m, a := p.m, p.a
+	if p.state == nbAfterPrev {
+		// Runs begin one after another and finish in that order.
+		if m.nbFinished.Load() < p.ticket-1 {
+			return
+		}
+		p.state = nbBegin
+	}
+	if p.state == nbBegin {
+		writes := p.op == coll.Reduce || p.op == coll.Allreduce || p.op == coll.Bcast && m.me == a.Root
+		if writes && m.prevStart > 0 && !m.allAt(m.prevStart) {
+			return
+		}
+		p.k, p.par = m.reserve(1)
+		switch {
+		case p.op == coll.Bcast && m.me == a.Root:
+			copyCached(m.data(m.me, p.par, len(a.Recv)), a.Recv)
+		case writes:
+			in := a.Input()
+			copyCached(m.data(m.me, p.par, len(in)), in)
+		}
+		m.publish(p.k)
+		if writes && (p.op == coll.Bcast || p.op == coll.Reduce && m.me != a.Root) {
+			p.finish()
+			return
+		}
+		p.state = nbArrive
+	}
+	if p.state == nbArrive {
+		if p.op == coll.Bcast {
+			if m.seqs[a.Root].Load() < p.k {
+				return
+			}
+			copyCached(a.Recv, m.data(a.Root, p.par, len(a.Recv)))
+			p.finish()
+			return
+		}
+		if !m.allAt(p.k) {
+			return
+		}
+		m.seen = p.k
+		if p.op != coll.Barrier {
+			n := len(a.Input())
+			m.fold(a, p.par, a.Recv[:n], 0)
+		}
+		p.finish()
+	}
+}
+
+// finish marks the run done here: the run started after it may begin,
+// and, with none left in flight, a blocking operation.
+func (p *nbPlan) finish() {
+	p.state = nbDone
+	p.m.nbFinished.Add(1)
+}
+
+// allAt reports, without waiting, whether every rank has published k.
+func (m *module) allAt(k uint64) bool {
+	if m.seen >= k {
+		return true
+	}
+	for _, s := range m.seqs {
+		if s.Load() < k {
+			return false
+		}
+	}
+	return true
+}
+
+// drainNB waits until the nonblocking operations in flight on the
+// communicator are done here, before a blocking one takes the next
+// sequence number. The instance's progress advances them meanwhile.
+func (m *module) drainNB() error {
+	if m.nbDrainedNow() {
+		return nil
+	}
+	return m.node.Until(m.nbDrained)
+}
+
+// nbDrainedNow reports whether every nonblocking run started here is done.
+func (m *module) nbDrainedNow() bool { return m.nbFinished.Load() == m.nbTickets }
+
+var _ coll.Nonblocking = (*module)(nil)
