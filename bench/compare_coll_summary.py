@@ -13,40 +13,17 @@ Usage: compare_coll_summary.py RESULT_DIR [near|far|all ...]
 """
 import glob
 import os
-import re
 import statistics
 import sys
 
+from placement import kv, run_probes, state_of
+
 D = sys.argv[1] if len(sys.argv) > 1 else "."
 STATES = sys.argv[2:] or ["near", "all"]
-NEAR, FAR = 120.0, 150.0
 SIDES = ["ompi", "mpich", "gompi"]
 
 
-def kv(line):
-    return dict(re.findall(r"(\w+)=([^\s]+)", line))
-
-
-def state_of(probes):
-    p = [x for x in probes if x is not None and x >= 0]
-    if not p:
-        return "n/a"
-    if all(x < NEAR for x in p):
-        return "near"
-    if all(x > FAR for x in p):
-        return "far"
-    return "mixed"
-
-
-# Run-level probes: probe.log lines "<label> rep=<r> when=pre|post probe ... ns=<x> ...".
-runprobes = {}
-pl = os.path.join(D, "probe.log")
-if os.path.exists(pl):
-    for line in open(pl):
-        label, rest = line.split(" ", 1)
-        d = kv(rest)
-        if "ns" in d:
-            runprobes.setdefault((label, d["rep"]), []).append(float(d["ns"]))
+runprobes = run_probes(D)
 
 # records[(side, np, what)][size] = [(us, state)]
 records = {}
