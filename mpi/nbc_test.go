@@ -183,3 +183,16 @@ func TestAsyncProgressAuto(t *testing.T) {
 		})
 	}
 }
+
+// sm's nonblocking allreduce in both of its shapes: every rank combining
+// everything, and the combining shared out (coll_sm_split_bytes lowered so
+// that the suite's counts take it), beside blocking ones in the same
+// sequence through the segment.
+func TestNonblockingSmAllreduceSplit(t *testing.T) {
+	for _, m := range []collcheck.Mode{collcheck.Nonblocking, collcheck.Persistent} {
+		t.Run(m.String(), func(t *testing.T) {
+			runCollSuite(t, []int{2, 3, 5}, collcheck.Options{Mode: m, Only: []string{"allreduce"}, Counts: []int{1, 7, 300}},
+				"", "coll_sm_split_bytes", "8")
+		})
+	}
+}

@@ -46,7 +46,7 @@ func (m *module) NBFunc(op coll.Op) coll.NBFunc {
 
 // takesNB reports whether sm runs op on a natively: the segment is set up
 // (by a blocking call: setting it up exchanges messages and waits), and the
-// blocking form would run through it, in one phase.
+// blocking form would run through it.
 func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
 	if m.state != on {
 		return false
@@ -58,10 +58,7 @@ func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
 	case coll.Reduce, coll.Allreduce:
 		bytes = len(a.Input())
 	}
-	if bytes > m.maxBytes || bytes < m.rootedMin && (op == coll.Bcast || op == coll.Reduce) {
-		return false
-	}
-	return op != coll.Allreduce || bytes < m.split
+	return bytes <= m.maxBytes && (bytes >= m.rootedMin || op != coll.Bcast && op != coll.Reduce)
 }
 
 // The states of an nbPlan's run.
@@ -69,6 +66,7 @@ const (
 	nbAfterPrev = iota // waits for the run started before it to be done here
 	nbBegin            // waits for every rank to have started the previous operation (writers)
 	nbArrive           // waits for the others' numbers
+	nbShared           // a split allreduce: waits for every rank's block of the shared result
 	nbDone
 )
 
@@ -79,8 +77,9 @@ type nbPlan struct {
 	a      *coll.Args
 	ticket uint64 // this run's place among the communicator's nonblocking runs
 	state  int
-	k      uint64  // this run's sequence number
+	k      uint64  // this run's (first) sequence number
 	par    int     // and its slots' parity
+	split  bool    // an allreduce that shares the combining out (allreduceSplit)
 	next   *nbPlan // in the module's free list
 }
 
@@ -130,7 +129,12 @@ func (p *nbPlan) advance() {
 		if writes && m.prevStart > 0 && !m.allAt(m.prevStart) {
 			return
 		}
-		p.k, p.par = m.reserve(1)
+		p.split = p.op == coll.Allreduce && len(a.Input()) >= m.split
+		phases := uint64(1)
+		if p.split {
+			phases = 2
+		}
+		p.k, p.par = m.reserve(phases)
 		switch {
 		case p.op == coll.Bcast && m.me == a.Root:
 			copyCached(m.data(m.me, p.par, len(a.Recv)), a.Recv)
@@ -158,10 +162,30 @@ func (p *nbPlan) advance() {
 			return
 		}
 		m.seen = p.k
-		if p.op != coll.Barrier {
-			n := len(a.Input())
-			m.fold(a, p.par, a.Recv[:n], 0)
+		if p.split {
+			// allreduceSplit's second half: this rank's block of the
+			// shared result, then everyone's.
+			in := a.Input()
+			from, to := m.splitBlock(a, len(in))
+			m.fold(a, p.par, m.result(p.par, len(in))[from:to], from)
+			m.publish(p.k + 1)
+			p.state = nbShared
+		} else {
+			if p.op != coll.Barrier {
+				n := len(a.Input())
+				m.fold(a, p.par, a.Recv[:n], 0)
+			}
+			p.finish()
+			return
 		}
+	}
+	if p.state == nbShared {
+		if !m.allAt(p.k + 1) {
+			return
+		}
+		m.seen = p.k + 1
+		n := len(a.Input())
+		copyCached(a.Recv[:n], m.result(p.par, n))
 		p.finish()
 	}
 }

@@ -76,10 +76,7 @@ func (m *module) allreduceSplit(a *coll.Args, in []byte) error {
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
-	elems, size := len(in)/a.Reducer.Size, a.Reducer.Size
-	base, extra := elems/m.n, elems%m.n
-	from := (m.me*base + min(m.me, extra)) * size
-	to := from + (base+b2i(m.me < extra))*size
+	from, to := m.splitBlock(a, len(in))
 	res := m.result(par, len(in))
 	m.fold(a, par, res[from:to], from)
 	m.publish(k + 1)
@@ -88,6 +85,16 @@ func (m *module) allreduceSplit(a *coll.Args, in []byte) error {
 	}
 	copyCached(a.Recv[:len(in)], res)
 	return nil
+}
+
+// splitBlock is the bytes [from, to) of an allreduce of bytes bytes that
+// this rank combines when the combining is shared out: whole elements, the
+// first ranks one more when they do not divide evenly.
+func (m *module) splitBlock(a *coll.Args, bytes int) (from, to int) {
+	elems, size := bytes/a.Reducer.Size, a.Reducer.Size
+	base, extra := elems/m.n, elems%m.n
+	from = (m.me*base + min(m.me, extra)) * size
+	return from, from + (base+b2i(m.me < extra))*size
 }
 
 // copyCached is copy in pieces under 1 MiB: Go's copy of 1 MiB or more
