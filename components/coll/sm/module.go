@@ -125,12 +125,12 @@ type module struct {
 	// The nonblocking operations (nonblocking.go): how many were started
 	// (written by the program's calls only) and how many are done here
 	// (by whichever goroutine progresses them), drainNB's condition bound
-	// once, and the free plans.
+	// once, and a freed plan kept for the next (set by whichever goroutine
+	// finished it, taken by the program's next call).
 	nbTickets  uint64
 	nbFinished atomic.Uint64
 	nbDrained  func() bool
-	nbMu       sync.Mutex
-	nbFree     *nbPlan
+	nbSpare    atomic.Pointer[nbPlan]
 }
 
 func newModule(node coll.Node, log *mca.Logger, maxBytes, split int) *module {

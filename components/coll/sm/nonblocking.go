@@ -30,12 +30,7 @@ func (m *module) NBFunc(op coll.Op) coll.NBFunc {
 		if !m.takesNB(op, a) {
 			return coll.Coroutine(c, a, a.Blocking)
 		}
-		m.nbMu.Lock()
-		p := m.nbFree
-		if p != nil {
-			m.nbFree, p.next = p.next, nil
-		}
-		m.nbMu.Unlock()
+		p := m.nbSpare.Swap(nil)
 		if p == nil {
 			p = &nbPlan{m: m}
 		}
@@ -77,10 +72,9 @@ type nbPlan struct {
 	a      *coll.Args
 	ticket uint64 // this run's place among the communicator's nonblocking runs
 	state  int
-	k      uint64  // this run's (first) sequence number
-	par    int     // and its slots' parity
-	split  bool    // an allreduce that shares the combining out (allreduceSplit)
-	next   *nbPlan // in the module's free list
+	k      uint64 // this run's (first) sequence number
+	par    int    // and its slots' parity
+	split  bool   // an allreduce that shares the combining out (allreduceSplit)
 }
 
 func (p *nbPlan) Start(int) error {
@@ -101,7 +95,9 @@ func (p *nbPlan) Progress() (bool, error) {
 
 // Free ends the plan; a run abandoned in flight (Finalize) no longer
 // holds back the communicator's blocking operations. A finished plan goes
-// to the module's free list: a small operation costs no allocation.
+// back to the module, for the next plan: a small operation in a loop costs
+// no allocation (one kept is enough for that; several in flight at once
+// allocate).
 func (p *nbPlan) Free() {
 	m := p.m
 	p.a = nil
@@ -109,9 +105,7 @@ func (p *nbPlan) Free() {
 		p.finish()
 		return
 	}
-	m.nbMu.Lock()
-	p.next, m.nbFree = m.nbFree, p
-	m.nbMu.Unlock()
+	m.nbSpare.Store(p)
 }
 
 // advance takes the run as far as it goes without waiting.
