@@ -66,19 +66,42 @@ func TestSchedulesGiveRightResults(t *testing.T) {
 		for i := range want {
 			want[i] = int32(1000*(i/blk) + i%blk)
 		}
-		for _, inPlace := range []bool{false, true} {
-			mine := []int32{int32(1000 * me), int32(1000*me + 1), int32(1000*me + 2)}
-			recv := make([]int32, n*blk)
-			send := mine
-			if inPlace {
-				send = recv[me*blk : (me+1)*blk]
-				copy(send, mine)
-			}
-			if err := mpi.Allgather(w, send, recv); err != nil {
-				return err
-			}
-			if !slices.Equal(recv, want) {
-				return fmt.Errorf("rank %d, allgather in place %v: %v, want %v", me, inPlace, recv, want)
+		// The schedule runs for the blocking form, and, as a coroutine of
+		// coll nbc, for the nonblocking and persistent ones.
+		for _, form := range []string{"Allgather", "Iallgather", "AllgatherInit"} {
+			for _, inPlace := range []bool{false, true} {
+				mine := []int32{int32(1000 * me), int32(1000*me + 1), int32(1000*me + 2)}
+				recv := make([]int32, n*blk)
+				send := mine
+				if inPlace {
+					send = recv[me*blk : (me+1)*blk]
+					copy(send, mine)
+				}
+				var err error
+				switch form {
+				case "Allgather":
+					err = mpi.Allgather(w, send, recv)
+				case "Iallgather":
+					var req *mpi.Request
+					if req, err = mpi.Iallgather(w, send, recv); err == nil {
+						_, err = req.Wait()
+					}
+				default:
+					var req *mpi.Request
+					if req, err = mpi.AllgatherInit(w, send, recv); err == nil {
+						if err = req.Start(); err == nil {
+							if _, err = req.Wait(); err == nil {
+								err = req.Free()
+							}
+						}
+					}
+				}
+				if err != nil {
+					return err
+				}
+				if !slices.Equal(recv, want) {
+					return fmt.Errorf("rank %d, %s in place %v: %v, want %v", me, form, inPlace, recv, want)
+				}
 			}
 		}
 		table := w.CollTable()
