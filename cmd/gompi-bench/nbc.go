@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"time"
@@ -29,7 +30,8 @@ import (
 //	ibarrier size=0 iters=.. pure_us=.. cpu_us=.. ovrl_us=.. overlap=.. ovrl_t_us=.. overlap_t=.. pre=.. post=..
 //	iallreduce size=<bytes> …   (the same fields, per size)
 //
-// Then, per operation and size, lines nbc.c does not have:
+// Then, per operation and size, lines nbc.c does not have (measured right
+// after the operation's nbc.c line, printed after all of those):
 //
 //	ibarrier_persistent|iallreduce_persistent size=.. iters=.. start_wait_us=.. pre=.. post=..
 //	barrier|allreduce size=.. iters=.. blocking_us=.. pre=.. post=..
@@ -212,17 +214,26 @@ func nbcBench(inst *mpi.Instance, o *options, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "# nbc ranks=%d lib=%s\n", r.n, lib)
 	}
-	results := make([]nbcResult, len(cases))
-	for i, k := range cases {
-		var err error
-		if results[i], err = r.measure(k); err != nil {
+	// Each case's own lines are measured right after its nbc.c line, so
+	// that the forms of one size are compared in the same minute (the
+	// host moves the vCPUs, and their speed with them), and printed after
+	// every nbc.c line, which stay together as nbc.c prints them.
+	var extra bytes.Buffer
+	for _, k := range cases {
+		res, err := r.measure(k)
+		if err != nil {
+			return fmt.Errorf("nbc %s, %d bytes: %w", k.name(), k.size(), err)
+		}
+		out := r.w
+		r.w = &extra
+		err = r.extras(k, res)
+		r.w = out
+		if err != nil {
 			return fmt.Errorf("nbc %s, %d bytes: %w", k.name(), k.size(), err)
 		}
 	}
-	for i, k := range cases {
-		if err := r.extras(k, results[i]); err != nil {
-			return fmt.Errorf("nbc %s, %d bytes: %w", k.name(), k.size(), err)
-		}
+	if _, err := w.Write(extra.Bytes()); err != nil {
+		return err
 	}
 	return c.Barrier()
 }
