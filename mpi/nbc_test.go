@@ -196,3 +196,75 @@ func TestNonblockingSmAllreduceSplit(t *testing.T) {
 		})
 	}
 }
+
+// Goroutines of one rank start and wait for nonblocking and persistent
+// collectives on communicators of their own at the same time, through sm's
+// path and through a coroutine (bcast of a size sm does not carry), with
+// the progress goroutine on: each gets its own results.
+func TestNonblockingFromGoroutines(t *testing.T) {
+	const goroutines, rounds = 3, 40
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		comms := make([]*mpi.Comm, goroutines)
+		for g := range comms {
+			var err error
+			if comms[g], err = w.Dup(); err != nil {
+				return err
+			}
+		}
+		errs := make(chan error, goroutines)
+		for g, c := range comms {
+			go func() {
+				errs <- func() error {
+					sum := []int64{0}
+					p, err := mpi.AllreduceInit(c, []int64{int64(g)}, sum, mpi.Sum)
+					if err != nil {
+						return err
+					}
+					big := make([]int32, 1<<18+1) // over coll_sm_max_bytes (1 MiB): a coroutine runs it
+					for i := 0; i < rounds; i++ {
+						if c.Rank() == i%c.Size() {
+							for k := range big {
+								big[k] = int32(g*1000 + i + k)
+							}
+						}
+						breq, err := mpi.Ibcast(c, big, i%c.Size())
+						if err != nil {
+							return err
+						}
+						recv := []int64{0}
+						req, err := mpi.Iallreduce(c, []int64{int64(c.Rank() + i + g)}, recv, mpi.Sum)
+						if err != nil {
+							return err
+						}
+						if err := p.Start(); err != nil {
+							return err
+						}
+						if err := mpi.Waitall([]*mpi.Request{p, req, breq}, nil); err != nil {
+							return err
+						}
+						n := int64(c.Size())
+						if want := n*(n-1)/2 + n*int64(i+g); recv[0] != want || sum[0] != n*int64(g) {
+							return fmt.Errorf("goroutine %d round %d: sums %d and %d, want %d and %d", g, i, recv[0], sum[0], want, n*int64(g))
+						}
+						if k := len(big) - 1; big[k] != int32(g*1000+i+k) {
+							return fmt.Errorf("goroutine %d round %d: bcast's last element %d, want %d", g, i, big[k], g*1000+i+k)
+						}
+					}
+					return p.Free()
+				}()
+			}()
+		}
+		for range comms {
+			if err := <-errs; err != nil {
+				return err
+			}
+		}
+		for _, c := range comms {
+			if err := c.Free(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, mpitest.WithMCA("mpi_async_progress", "yes"))
+}
