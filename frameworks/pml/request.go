@@ -231,7 +231,7 @@ func (r *Request) Test() (Status, bool, error) {
 		return r.Status(), true, nil
 	}
 	if !r.done.Load() {
-		r.eng.ProgramProgress()
+		r.eng.ProgramProgress(&r.done)
 		if !r.done.Load() {
 			return Status{}, false, nil
 		}

@@ -227,11 +227,29 @@ func (e *Engine) takeBack() bool {
 
 // ProgramProgress is one progress of a call that does not wait (a
 // request's Test): with the background disarmed meanwhile.
-func (e *Engine) ProgramProgress() int {
+func (e *Engine) ProgramProgress(done *atomic.Bool) int {
 	armed := e.takeBack()
-	n := e.Progress()
+	n := e.progressFor(done)
 	if armed {
 		e.LeaveToBackground()
+	}
+	return n
+}
+
+// progressFor is Progress for a wait on done: the extra progress first,
+// and the PML's only when that did not complete it (a nonblocking
+// collective whose peers' parts are all there needs no transport).
+func (e *Engine) progressFor(done *atomic.Bool) int {
+	f := e.extra.Load()
+	if f == nil || done == nil {
+		return e.Progress()
+	}
+	n := (*f)()
+	if n == 0 || !done.Load() {
+		n += e.progress()
+	}
+	if n > 0 {
+		e.bell.Ring()
 	}
 	return n
 }
@@ -315,7 +333,7 @@ func (e *Engine) waitLoop(ctx context.Context, done *atomic.Bool, cond func() bo
 				return err
 			}
 		}
-		if e.Progress() > 0 {
+		if e.progressFor(done) > 0 {
 			w.moved()
 			continue
 		}
