@@ -1,6 +1,7 @@
 package mpi_test
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"runtime"
@@ -240,9 +241,16 @@ func TestNonblockingFromGoroutines(t *testing.T) {
 						if err := p.Start(); err != nil {
 							return err
 						}
-						if err := mpi.Waitall([]*mpi.Request{p, req, breq}, nil); err != nil {
-							return err
+						// A lost run would hang the test: a generous bound
+						// makes it a failure instead.
+						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+						for _, q := range []*mpi.Request{p, req, breq} {
+							if _, err := q.WaitContext(ctx); err != nil {
+								cancel()
+								return fmt.Errorf("goroutine %d round %d: %w", g, i, err)
+							}
 						}
+						cancel()
 						n := int64(c.Size())
 						if want := n*(n-1)/2 + n*int64(i+g); recv[0] != want || sum[0] != n*int64(g) {
 							return fmt.Errorf("goroutine %d round %d: sums %d and %d, want %d and %d", g, i, recv[0], sum[0], want, n*int64(g))
