@@ -55,6 +55,18 @@ type Comm struct {
 
 // newComm makes a communicator over g with a context id and tells the PML.
 func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, error) {
+	c, err := i.newPart(cid, g, name)
+	if err != nil {
+		return nil, err
+	}
+	i.collTables.keep(c.coll)
+	return c, nil
+}
+
+// newPart is newComm for a communicator that a coll module owns
+// (coll.Splitter): the module frees it, at its own Finalize, so the
+// instance does not keep its table.
+func (i *Instance) newPart(cid uint16, g *group.Group, name string) (*Comm, error) {
 	c := &Comm{inst: i, name: name}
 	c.pc = pml.Comm{CID: cid, Group: g, Rank: g.MyRank(), Size: g.Size()}
 	if err := i.pml.AddComm(&c.pc); err != nil {
@@ -66,7 +78,6 @@ func (i *Instance) newComm(cid uint16, g *group.Group, name string) (*Comm, erro
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
 	c.coll = t
-	i.collTables.keep(t)
 	return c, nil
 }
 

@@ -80,21 +80,31 @@ func (s *cidSet) set(c int, used bool) {
 }
 
 // reduceMaxAll computes, over every rank of c, the maximum of v and the
-// logical AND of ok, and gives the result to every rank: one Allreduce of
-// max(v) and max(not ok), through c's collectives.
-func (c *Comm) reduceMaxAll(v int, ok bool) (int, bool, error) {
+// logical AND of ok, and gives the result to every rank: one in-place
+// Allreduce of max(v) and max(not ok), through allMax.
+func reduceMaxAll(allMax func(buf []int64) error, v int, ok bool) (int, bool, error) {
 	buf := []int64{int64(v), 1}
 	if ok {
 		buf[1] = 0
 	}
-	if err := Allreduce(c, buf, buf, Max); err != nil {
+	if err := allMax(buf); err != nil {
 		return 0, false, err
 	}
 	return int(buf[0]), buf[1] == 0, nil
 }
 
-// agreeCID finds a context id free in every process of c and marks it used.
+// agreeCID finds a context id free in every process of c and marks it used,
+// agreeing through c's collectives.
 func (c *Comm) agreeCID() (int, error) {
+	return c.agreeCIDWith(c.allMax)
+}
+
+// allMax is the in-place max-Allreduce through c's collectives.
+func (c *Comm) allMax(buf []int64) error { return Allreduce(c, buf, buf, Max) }
+
+// agreeCIDWith is agreeCID with the in-place max-Allreduce over c that it
+// agrees through.
+func (c *Comm) agreeCIDWith(allMax func(buf []int64) error) (int, error) {
 	ids := &c.inst.cids
 	from := 2
 	for {
@@ -102,7 +112,7 @@ func (c *Comm) agreeCID() (int, error) {
 		if mine < 0 {
 			mine = maxCID + 1 // no free id here: make the agreement fail
 		}
-		cid, _, err := c.reduceMaxAll(mine, true)
+		cid, _, err := reduceMaxAll(allMax, mine, true)
 		if err != nil {
 			return 0, err
 		}
@@ -110,7 +120,7 @@ func (c *Comm) agreeCID() (int, error) {
 			return 0, mpierr.Errorf(mpierr.ErrIntern, "mpi: no free context id: %d communicators exist", maxCID+1)
 		}
 		held := ids.reserve(cid)
-		_, allFree, err := c.reduceMaxAll(cid, held)
+		_, allFree, err := reduceMaxAll(allMax, cid, held)
 		if err != nil {
 			if held {
 				ids.set(cid, false)

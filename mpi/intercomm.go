@@ -239,7 +239,7 @@ func (c *Comm) agreeCIDAcross(b bridge) (int, error) {
 		if mine < 0 {
 			mine = maxCID + 1
 		}
-		lo, _, err := c.reduceMaxAll(mine, true)
+		lo, _, err := reduceMaxAll(c.allMax, mine, true)
 		if err != nil {
 			return 0, err
 		}
@@ -252,7 +252,7 @@ func (c *Comm) agreeCIDAcross(b bridge) (int, error) {
 			return 0, mpierr.Errorf(mpierr.ErrIntern, "mpi: no free context id: %d communicators exist", maxCID+1)
 		}
 		held := ids.reserve(cid)
-		_, freeHere, err := c.reduceMaxAll(cid, held)
+		_, freeHere, err := reduceMaxAll(c.allMax, cid, held)
 		notFree := int64(1)
 		if freeHere {
 			notFree = 0

@@ -9,6 +9,7 @@ import (
 	btlshm "github.com/gompi/gompi/components/btl/shm"
 	btltcp "github.com/gompi/gompi/components/btl/tcp"
 	collbasic "github.com/gompi/gompi/components/coll/basic"
+	collhan "github.com/gompi/gompi/components/coll/han"
 	collnbc "github.com/gompi/gompi/components/coll/nbc"
 	collself "github.com/gompi/gompi/components/coll/self"
 	collsm "github.com/gompi/gompi/components/coll/sm"
@@ -32,6 +33,7 @@ func init() {
 		&btlshm.Component{},
 		&btltcp.Component{},
 		&collbasic.Component{},
+		&collhan.Component{},
 		&collnbc.Component{},
 		&collself.Component{},
 		&collsm.Component{},

@@ -25,11 +25,12 @@ const (
 	subnet = "10.251.9"
 )
 
-var bin struct{ mpirun, ring, bench string }
+var bin struct{ mpirun, ring, bench, coll string }
 
 func TestMain(m *testing.M) {
 	testutil.Main(m, map[*string]string{
 		&bin.mpirun: "../../cmd/mpirun", &bin.ring: "../../examples/ring", &bin.bench: "../../cmd/gompi-bench",
+		&bin.coll: "../../internal/testprogs/collprog",
 	})
 }
 
@@ -135,6 +136,67 @@ func TestHydraTwoHosts(t *testing.T) {
 	_, stderr := run(t, 60*time.Second, "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", script("agent.sh"),
 		"-hosts", "a:2,b:2", "-n", "4", bin.ring)
 	checkTransports(t, stderr, []int{0, 0, 1, 1})
+}
+
+// Collectives across the two hosts go through coll han: the collectives
+// suite (Allreduce, Bcast, Allgather and the rest) is right on every rank,
+// the world's slot table shows han over the components below it, and the
+// communicators han makes for a host's ranks do not (sm there), under
+// gompi's mpirun and under Hydra.
+func TestHierarchicalCollectives(t *testing.T) {
+	verbose := func(t *testing.T, launcher string, args ...string) {
+		cmd := exec.Command(launcher, args...)
+		cmd.Env = append(env(), "OMPI_MCA_coll_base_verbose=10")
+		p := testutil.Start(t, cmd)
+		p.Wait(t, 120*time.Second)
+		if p.Code != 0 {
+			t.Fatalf("%s: status %d\nstdout:\n%s\nstderr:\n%s", launcher, p.Code, p.Stdout, p.Stderr)
+		}
+		checkHan(t, p.Stdout.String(), p.Stderr.String())
+	}
+	hosts(t)
+	t.Run("mpirun", func(t *testing.T) {
+		verbose(t, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2", bin.coll)
+	})
+	t.Run("hydra", func(t *testing.T) {
+		if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
+			t.Skip("needs MPICH's mpiexec.mpich (apt-get install mpich)")
+		}
+		verbose(t, "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", script("agent.sh"), "-hosts", "a:2,b:2", "-n", "4", bin.coll)
+	})
+}
+
+var partTable = regexp.MustCompile(`slot table: rank=\d+ comm="?([^"\s]+\.part\([^)]*\))"? size=(\d+) table="([^"]*)"`)
+
+// checkHan reads collprog's lines and the verbose slot tables.
+func checkHan(t *testing.T, stdout, stderr string) {
+	t.Helper()
+	for r := 0; r < 4; r++ {
+		line := regexp.MustCompile(fmt.Sprintf(`coll ok rank %d mode=\S+ table=(.*)`, r)).FindStringSubmatch(stdout)
+		if line == nil {
+			t.Errorf("rank %d did not pass the suite:\n%s\n%s", r, stdout, stderr)
+			continue
+		}
+		for _, op := range []string{"barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather"} {
+			if !strings.Contains(" "+line[1]+" ", " "+op+"=han>") {
+				t.Errorf("rank %d's world table has no han for %s: %s", r, op, line[1])
+			}
+		}
+	}
+	parts := partTable.FindAllStringSubmatch(stderr, -1)
+	hostParts := 0
+	for _, m := range parts {
+		if strings.Contains(m[3], "han") {
+			t.Errorf("han's part %s has han in its table: %s", m[1], m[3])
+		}
+		if m[2] == "2" && strings.Contains(m[3], "allreduce=sm>") {
+			hostParts++
+		}
+	}
+	// Each rank logs its host's part, and the leaders the leaders' part.
+	if hostParts < 4 {
+		t.Errorf("%d host parts with sm in their table, want one per rank (4); parts logged: %q\n%s", hostParts, parts, stderr)
+	}
 }
 
 // kill -9 of a rank on host b ends the job on both hosts within 3 s, with

@@ -1,0 +1,185 @@
+// Package han is the coll component for communicators that span several
+// nodes (Open MPI's coll/han: Luo et al., "HAN: a Hierarchical AutotuNed
+// Collective Communication Framework", CLUSTER 2020). It runs an operation
+// as phases over two kinds of sub-communicator: each node's ranks (the node
+// communicator, where coll sm serves) and one leader per node (the leaders'
+// communicator, where tuned runs over the network). An Allreduce is a
+// reduce within each node, an allreduce among the leaders and a bcast
+// within each node, so the network carries one contribution per node
+// instead of one per rank, and pays its latency ⌈log2 nodes⌉ times instead
+// of ⌈log2 ranks⌉.
+//
+// The sub-communicators are made at the communicator's first collective
+// that han runs (coll.Splitter), not when the communicator is made, so
+// communicators that run none cost nothing; the module frees them with the
+// communicator. Each has a slot table of its own, resolved as any
+// communicator's, so each phase goes to whichever component serves that
+// part best; coll_han_<op>_low and coll_han_<op>_up name a component for
+// the node phases and the leaders' phase instead.
+//
+// Large bcasts, reduces and allreduces are cut into segments of
+// coll_han_segment_bytes that flow as a pipeline: a leader starts segment
+// i's network phase as a nonblocking collective on the leaders'
+// communicator and runs the node phase of the segment before it while the
+// network carries it.
+//
+// han fills barrier, bcast, reduce, allreduce, gather, scatter, allgather
+// and allgatherv; every other slot, and every call on a communicator within
+// one node, goes to the components below. Reductions whose op is not
+// commutative stay in rank order: han runs them when each node's ranks are
+// consecutive in the communicator (the node phase then combines a
+// consecutive run, and the leaders are in rank order), and passes them
+// below otherwise.
+package han
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/params"
+)
+
+// Priority is han's default priority: above tuned (30), which it runs on
+// the leaders' communicator, and below tofu (40) and sm (50), which
+// decline communicators that span nodes anyway.
+const Priority = 35
+
+// SegmentBytesParam is the pipeline's segment size.
+const SegmentBytesParam = "coll_han_segment_bytes"
+
+// filled are the operations han runs hierarchically.
+var filled = []coll.Op{coll.Barrier, coll.Bcast, coll.Reduce, coll.Allreduce, coll.Gather, coll.Scatter, coll.Allgather, coll.Allgatherv}
+
+// Phase names the two kinds of phase whose component a parameter may
+// choose: low (within a node) and up (among the leaders), Open MPI han's
+// words.
+type Phase int
+
+const (
+	Low Phase = iota
+	Up
+)
+
+func (p Phase) String() string { return [...]string{"low", "up"}[p] }
+
+// PhaseParam is the parameter that names the component of op's phase.
+func PhaseParam(op coll.Op, p Phase) string { return fmt.Sprintf("coll_han_%s_%s", op, p) }
+
+// Component is the han coll component.
+type Component struct {
+	segment *params.Param
+	phase   map[coll.Op]*[2]*params.Param
+}
+
+// Info describes the component.
+func (c *Component) Info() mca.Info {
+	return mca.Info{Framework: "coll", Name: "han", Version: mca.GompiVersion, API: coll.Framework.API, Priority: Priority}
+}
+
+// Register declares the segment size and the per-phase component choices.
+// They are all-eq: ranks that cut or route one call differently would wait
+// for each other for ever.
+func (c *Component) Register(r *mca.Registrar) {
+	c.segment = r.Add(params.Def{Name: SegmentBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "256k",
+		Help: "Bcasts, reduces and allreduces larger than this many bytes are cut into segments of this size, so that " +
+			"one segment's network phase overlaps the node phases of its neighbours; 0: never cut"})
+	c.phase = map[coll.Op]*[2]*params.Param{}
+	for _, op := range filled {
+		var ps [2]*params.Param
+		for _, p := range []Phase{Low, Up} {
+			what, where := "node phases", "each node's communicator"
+			if p == Up {
+				what, where = "leaders' phase", "the leaders' communicator, one rank per node"
+			}
+			var ops []string
+			for _, o := range phasesOf[op][p] {
+				ops = append(ops, o.String())
+			}
+			ps[p] = r.Add(params.Def{Name: PhaseParam(op, p), Type: params.String, Scope: params.ScopeAllEq, Level: 6,
+				Help: fmt.Sprintf("The coll component that runs the %s of han's %s (its %s, on %s); empty: the one that "+
+					"fills the slot there, as selection chose (sm within a node, tuned among the leaders)", what, op, strings.Join(ops, " and "), where)})
+		}
+		c.phase[op] = &ps
+	}
+}
+
+// Query accepts intracommunicators whose ranks span two nodes or more with
+// at least one node of two ranks or more, that can make sub-communicators.
+func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error) {
+	n := comm.Size()
+	if n < 2 {
+		return 0, nil, mca.Decline("communicator %s has one rank", comm.Name())
+	}
+	sp, ok := comm.(coll.Splitter)
+	if !ok {
+		return 0, nil, mca.Decline("communicator %s cannot make sub-communicators", comm.Name())
+	}
+	l := newLayout(n, sp.NodeOf)
+	switch {
+	case len(l.nodes) == 1:
+		return 0, nil, mca.Decline("every rank of %s runs on one node", comm.Name())
+	case len(l.nodes) == n:
+		return 0, nil, mca.Decline("every rank of %s runs on a node of its own: no node phase", comm.Name())
+	}
+	m := &module{layout: l, log: b.Logger("coll").Named("han"), segment: int(b.Get(c.segment).Uint())}
+	known := b.Catalog().Components("coll")
+	for _, op := range filled {
+		for _, p := range []Phase{Low, Up} {
+			name := strings.TrimSpace(b.Get(c.phase[op][p]).Str())
+			if name == "" {
+				continue
+			}
+			if !slices.ContainsFunc(known, func(e *mca.Entry) bool { return e.Info.Name == name }) {
+				var names []string
+				for _, e := range known {
+					if e.Info.Name != "han" {
+						names = append(names, e.Info.Name)
+					}
+				}
+				return 0, nil, mpierr.Errorf(mpierr.ErrArg, "coll han: %s = %q: no such coll component; accepted: empty, or one of %s",
+					PhaseParam(op, p), name, strings.Join(names, ", "))
+			}
+			m.phase[op][p] = name
+		}
+	}
+	return Priority, m, nil
+}
+
+// layout is where a communicator's ranks run: its nodes, ordered by their
+// lowest rank, each with its ranks in ascending order. Node k's leader is
+// its lowest rank, rank k of the leaders' communicator.
+type layout struct {
+	nodes [][]int
+	node  []int // the node of each rank (an index into nodes)
+	local []int // each rank's rank in its node's communicator
+	// consecutive: every node's ranks are consecutive in the communicator,
+	// so that node by node is rank order.
+	consecutive bool
+}
+
+func newLayout(n int, nodeOf func(r int) int) *layout {
+	l := &layout{node: make([]int, n), local: make([]int, n), consecutive: true}
+	index := map[int]int{}
+	for r := 0; r < n; r++ {
+		id := nodeOf(r)
+		k, ok := index[id]
+		if !ok {
+			k = len(l.nodes)
+			index[id] = k
+			l.nodes = append(l.nodes, nil)
+		}
+		if ranks := l.nodes[k]; len(ranks) > 0 && ranks[len(ranks)-1] != r-1 {
+			l.consecutive = false
+		}
+		l.node[r], l.local[r] = k, len(l.nodes[k])
+		l.nodes[k] = append(l.nodes[k], r)
+	}
+	return l
+}
+
+// leader is node k's leader's rank in the communicator.
+func (l *layout) leader(k int) int { return l.nodes[k][0] }

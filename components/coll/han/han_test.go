@@ -1,0 +1,145 @@
+package han_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gompi/gompi/internal/collcheck"
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// layouts are fake node layouts: node k of rank r is nodes[r].
+var layouts = []struct {
+	name  string
+	nodes []int
+}{
+	{"2x2", []int{0, 0, 1, 1}},
+	{"2 nodes interleaved", []int{0, 1, 0, 1, 0}},
+	{"nodes of 1,2,3,5 consecutive", []int{0, 1, 1, 2, 2, 2, 3, 3, 3, 3, 3}},
+	{"nodes of 5,2,3,1 scattered", []int{0, 1, 0, 2, 0, 3, 2, 0, 1, 2, 0}},
+	{"8 nodes", []int{0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3}},
+}
+
+// hanOps are the checks of the operations han fills (gather and allgather
+// include their v forms, which han fills for allgatherv only).
+var hanOps = []string{"barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather"}
+
+func opts(nodes []int, extra ...mpitest.Option) []mpitest.Option {
+	return append([]mpitest.Option{mpitest.WithNodes(nodes), mpitest.WithMCA("btl", "self,shm,tcp")}, extra...)
+}
+
+// hanOn checks that han fills c's slots over the components below it.
+func hanOn(c *mpi.Comm) error {
+	table := c.CollTable()
+	for _, op := range []string{"barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "allgatherv"} {
+		if !strings.Contains(" "+table+" ", " "+op+"=han>") {
+			return fmt.Errorf("%s's table %q: %s is not han's", c.Name(), table, op)
+		}
+	}
+	return nil
+}
+
+// TestConformance runs the collectives suite through han on fake node
+// layouts (2 to 8 nodes, nodes of 1, 2, 3 and 5 ranks, ranks of a node not
+// consecutive), every root, in place, with segments much smaller than the
+// larger messages so that the pipeline runs; on the world and on a split
+// communicator that spans nodes too; and checks that a node's own
+// communicator is not han's.
+func TestConformance(t *testing.T) {
+	for _, l := range layouts {
+		if testing.Short() && len(l.nodes) > 5 {
+			continue
+		}
+		t.Run(l.name, func(t *testing.T) {
+			n := len(l.nodes)
+			o := collcheck.Options{AllRoots: true, Only: hanOps, Counts: []int{0, 1, 7, 1000}}
+			if testing.Short() {
+				o.Counts, o.AllRoots = []int{1, 1000}, false
+			}
+			mpitest.Run(t, n, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				if err := hanOn(w); err != nil {
+					return err
+				}
+				if err := collcheck.Run(w, o); err != nil {
+					return err
+				}
+				// Half the ranks, still over several nodes (or one: then
+				// no han).
+				half, err := w.Split(w.Rank()%2, w.Size()-w.Rank())
+				if err != nil {
+					return err
+				}
+				if err := collcheck.Run(half, o); err != nil {
+					return err
+				}
+				node, err := w.SplitType(mpi.SplitShared, 0)
+				if err != nil {
+					return err
+				}
+				if strings.Contains(node.CollTable(), "han") {
+					return fmt.Errorf("a node's communicator %s has han in its table: %s", node.Name(), node.CollTable())
+				}
+				// Nonblocking collectives beside han's blocking ones run
+				// through the components below it.
+				if err := collcheck.Run(w, collcheck.Options{Mode: collcheck.Nonblocking, Only: hanOps, Counts: []int{7}}); err != nil {
+					return err
+				}
+				return errors.Join(half.Free(), node.Free())
+			}, opts(l.nodes, mpitest.WithMCA("coll_han_segment_bytes", "1k"))...)
+		})
+	}
+}
+
+// TestSegmentSizes: segments of one element, of a size that does not
+// divide the elements, and none.
+func TestSegmentSizes(t *testing.T) {
+	for _, seg := range []string{"8", "100", "0"} {
+		t.Run(seg, func(t *testing.T) {
+			mpitest.Run(t, 5, func(r *mpitest.Rank) error {
+				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"bcast", "reduce", "allreduce"}, Counts: []int{1, 7, 33}})
+			}, opts([]int{0, 1, 0, 1, 0}, mpitest.WithMCA("coll_han_segment_bytes", seg))...)
+		})
+	}
+}
+
+// TestPhaseComponents: a component named for a phase runs it (the results
+// stay right); a name that is no component, or one that does not fill the
+// phase's operation there, is an error naming what is accepted.
+func TestPhaseComponents(t *testing.T) {
+	nodes := []int{0, 0, 1, 1, 1}
+	mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
+		return collcheck.Run(r.CommWorld(), collcheck.Options{Only: hanOps, Counts: []int{1, 1000}})
+	}, opts(nodes, mpitest.WithMCA("coll_han_allreduce_low", "tuned"), mpitest.WithMCA("coll_han_allreduce_up", "basic"),
+		mpitest.WithMCA("coll_han_bcast_up", "basic"), mpitest.WithMCA("coll_han_segment_bytes", "1k"))...)
+
+	err := mpitest.RunErr(len(nodes), func(r *mpitest.Rank) error { return nil },
+		opts(nodes, mpitest.WithMCA("coll_han_reduce_up", "tunde"))...)
+	if !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), "coll_han_reduce_up") || !strings.Contains(err.Error(), "tuned") {
+		t.Errorf("a phase naming no component: %v; want ErrArg naming the parameter and the accepted components", err)
+	}
+
+	err = mpitest.RunErr(len(nodes), func(r *mpitest.Rank) error {
+		return mpi.Allreduce(r.CommWorld(), []int64{1}, make([]int64, 1), mpi.Sum)
+	}, opts(nodes, mpitest.WithMCA("coll_han_allreduce_up", "sm"))...)
+	if !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), "coll_han_allreduce_up") || !strings.Contains(err.Error(), "tuned") {
+		t.Errorf("a phase naming a component that does not fill it: %v; want ErrArg naming the parameter and the fillers", err)
+	}
+}
+
+// TestOneNode: han declines a communicator within one node and one whose
+// every rank is on a node of its own.
+func TestOneNode(t *testing.T) {
+	for _, nodes := range [][]int{{0, 0, 0}, {0, 1, 2}} {
+		mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
+			if table := r.CommWorld().CollTable(); strings.Contains(table, "han") {
+				return fmt.Errorf("nodes %v: han in the world's table: %s", nodes, table)
+			}
+			return nil
+		}, opts(nodes)...)
+	}
+}

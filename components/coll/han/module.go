@@ -1,0 +1,266 @@
+package han
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// module is han's part of one communicator.
+type module struct {
+	*layout
+	log     *mca.Logger
+	segment int
+	// phase names the component chosen for each operation's phases, ""
+	// for the slot's own (coll_han_<op>_low and _up).
+	phase [coll.NumOps][2]string
+	// below is each filled slot's function under han's (Stacker): calls
+	// han does not take, and the agreement that makes the parts.
+	below [coll.NumOps]coll.Func
+
+	mu    sync.Mutex
+	made  bool
+	err   error // why the parts could not be made: every later call fails alike
+	parts parts
+}
+
+// parts are the sub-communicators of one communicator and the functions
+// chosen for their phases.
+type parts struct {
+	node    coll.Sub // this rank's node
+	leaders coll.Sub // the nodes' leaders; nil on the other ranks
+	// low and up are the functions of the chosen components, by the
+	// operation of the phase (an allreduce's low phases are a reduce and a
+	// bcast); nil: the slot's own.
+	lowFn, upFn [coll.NumOps][coll.NumOps]coll.Func
+}
+
+func (m *module) Func(op coll.Op) coll.Func {
+	switch op {
+	case coll.Barrier:
+		return m.barrier
+	case coll.Bcast:
+		return m.bcast
+	case coll.Reduce:
+		return m.reduce
+	case coll.Allreduce:
+		return m.allreduce
+	case coll.Gather:
+		return m.gather
+	case coll.Scatter:
+		return m.scatter
+	case coll.Allgather:
+		return m.allgather
+	case coll.Allgatherv:
+		return m.allgatherv
+	}
+	return nil
+}
+
+// Stack keeps the function below han's for the calls it passes on.
+func (m *module) Stack(op coll.Op, below coll.Func) { m.below[op] = below }
+
+// Serial: han's operations run collectives on its parts in a fixed order;
+// two of them at once on one communicator could interleave those
+// differently on different ranks.
+func (m *module) Serial() {}
+
+// Finalize frees the parts.
+func (m *module) Finalize() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var errs []error
+	for _, s := range []coll.Sub{m.parts.leaders, m.parts.node} {
+		if s != nil {
+			errs = append(errs, s.Free())
+		}
+	}
+	m.parts = parts{}
+	return errors.Join(errs...)
+}
+
+// phasesOf are the operations each filled operation runs in its phases.
+var phasesOf = map[coll.Op][2][]coll.Op{
+	coll.Barrier:    {{coll.Barrier}, {coll.Barrier}},
+	coll.Bcast:      {{coll.Bcast}, {coll.Bcast}},
+	coll.Reduce:     {{coll.Reduce}, {coll.Reduce}},
+	coll.Allreduce:  {{coll.Reduce, coll.Bcast}, {coll.Allreduce}},
+	coll.Gather:     {{coll.Gather}, {coll.Gatherv}},
+	coll.Scatter:    {{coll.Scatter}, {coll.Scatterv}},
+	coll.Allgather:  {{coll.Gather, coll.Bcast}, {coll.Allgatherv}},
+	coll.Allgatherv: {{coll.Gatherv, coll.Bcast}, {coll.Allgatherv}},
+}
+
+// setup makes the parts at the communicator's first call, collectively:
+// every rank's first han call is the same operation (MPI's order).
+func (m *module) setup(c coll.Comm) (*parts, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.made {
+		return &m.parts, m.err
+	}
+	m.made = true
+	m.err = m.makeParts(c)
+	return &m.parts, m.err
+}
+
+func (m *module) makeParts(c coll.Comm) error {
+	sp, ok := c.(coll.Splitter)
+	if !ok {
+		return mpierr.Errorf(mpierr.ErrIntern, "coll han: %s cannot make sub-communicators", c.Name())
+	}
+	agree := m.below[coll.Allreduce]
+	if agree == nil {
+		return mpierr.Errorf(mpierr.ErrComponentNotFound, "coll han: %s: no module below han fills allreduce, which making the node and leaders' communicators needs", c.Name())
+	}
+	leaders := make([]int, len(m.nodes))
+	for k := range m.nodes {
+		leaders[k] = m.leader(k)
+	}
+	var err error
+	if m.parts.node, err = sp.Split(m.nodes, agree); err != nil {
+		return fmt.Errorf("coll han: node communicators of %s: %w", c.Name(), err)
+	}
+	if m.parts.leaders, err = sp.Split([][]int{leaders}, agree); err != nil {
+		return fmt.Errorf("coll han: leaders' communicator of %s: %w", c.Name(), err)
+	}
+	if log := m.log; log.V(mca.VerboseComponent) {
+		kv := []any{"comm", c.Name(), "nodes", len(m.nodes), "node", m.parts.node.Name(), "node_table", m.parts.node.Table().String()}
+		if m.parts.leaders != nil {
+			kv = append(kv, "leaders", m.parts.leaders.Name(), "leaders_table", m.parts.leaders.Table().String())
+		}
+		log.Log(mca.VerboseComponent, "parts made", kv...)
+	}
+	for op, names := range m.phase {
+		for p, name := range names {
+			if name == "" {
+				continue
+			}
+			sub := m.parts.node
+			if Phase(p) == Up {
+				sub = m.parts.leaders
+			}
+			if sub == nil {
+				continue
+			}
+			for _, phaseOp := range phasesOf[coll.Op(op)][p] {
+				f, fillers := sub.Table().FuncOf(phaseOp, name)
+				if f == nil {
+					return mpierr.Errorf(mpierr.ErrArg, "coll han: %s = %s: %s does not fill %s on %s; accepted there: %s",
+						PhaseParam(coll.Op(op), Phase(p)), name, name, phaseOp, sub.Name(), fillers)
+				}
+				if Phase(p) == Low {
+					m.parts.lowFn[op][phaseOp] = f
+				} else {
+					m.parts.upFn[op][phaseOp] = f
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// low runs the node phase phaseOp of op.
+func (p *parts) low(op, phaseOp coll.Op, a *coll.Args) error {
+	if f := p.lowFn[op][phaseOp]; f != nil {
+		return p.node.Table().CallFunc(phaseOp, f, p.node, a)
+	}
+	return p.node.Call(phaseOp, a)
+}
+
+// up runs the leaders' phase phaseOp of op; only leaders call it.
+func (p *parts) up(op, phaseOp coll.Op, a *coll.Args) error {
+	if f := p.upFn[op][phaseOp]; f != nil {
+		return p.leaders.Table().CallFunc(phaseOp, f, p.leaders, a)
+	}
+	return p.leaders.Call(phaseOp, a)
+}
+
+// startUp starts the leaders' phase phaseOp of op as a nonblocking
+// collective, so that a node phase can run while the network carries it.
+// It runs it blocking instead when nothing would overlap it (whole, the
+// call is one segment: a nonblocking start costs microseconds), or when a
+// component is chosen for the phase (its nonblocking form may not exist).
+// The wait it returns is never nil.
+func (p *parts) startUp(op, phaseOp coll.Op, a *coll.Args, whole bool) (func() error, error) {
+	if whole || p.upFn[op][phaseOp] != nil {
+		err := p.up(op, phaseOp, a)
+		return func() error { return nil }, err
+	}
+	return p.leaders.Start(phaseOp, a)
+}
+
+// ownTag is the tag of han's own messages within a node (a root that is not
+// its node's leader and the leader): a phase no algorithm of the node's
+// components uses.
+func ownTag(op coll.Op) int { return coll.Tag(op, 15) }
+
+// segments cuts n bytes into pieces of at most seg bytes, whole units each
+// (at least one unit a piece); seg 0 leaves n whole. It returns the
+// pieces' starts, with n appended.
+func segments(n, unit, seg int) []int {
+	if seg <= 0 || n <= seg {
+		return []int{0, n}
+	}
+	step := max(seg/unit, 1) * unit
+	var b []int
+	for at := 0; at < n; at += step {
+		b = append(b, at)
+	}
+	return append(b, n)
+}
+
+// pipeline runs the node and network phases of segments in an overlapped
+// order, the same on every rank of a node: for each segment i, first(i),
+// then the network phase of i started (leaders only), then, for i-1, its
+// network phase waited for and then(i-1). first or then may be nil.
+func pipeline(p *parts, segs []int, first, then func(lo, hi int) error, start func(lo, hi int) (func() error, error)) (err error) {
+	leader := p.leaders != nil && start != nil
+	var pending [2]func() error // the network phases of segments i-1 and i
+	defer func() {
+		// On an error, what was started must end before the buffers go back.
+		for _, w := range pending {
+			if w != nil {
+				if werr := w(); err == nil {
+					err = werr
+				}
+			}
+		}
+	}()
+	n := len(segs) - 1
+	for i := 0; i <= n; i++ {
+		if i < n {
+			if first != nil {
+				if err := first(segs[i], segs[i+1]); err != nil {
+					return err
+				}
+			}
+			if leader {
+				w, err := start(segs[i], segs[i+1])
+				if err != nil {
+					return err
+				}
+				pending[1] = w
+			}
+		}
+		if i > 0 {
+			if w := pending[0]; w != nil {
+				pending[0] = nil
+				if err := w(); err != nil {
+					return err
+				}
+			}
+			if then != nil {
+				if err := then(segs[i-1], segs[i]); err != nil {
+					return err
+				}
+			}
+		}
+		pending[0], pending[1] = pending[1], nil
+	}
+	return nil
+}

@@ -1,0 +1,440 @@
+package han
+
+import (
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/mpierr"
+)
+
+// The operations. Every rank runs the node phases of its node in the same
+// order, and every leader the leaders' phases; which phases a rank runs
+// depends only on arguments every rank agrees on (root, sizes), so ranks
+// never wait for a phase a peer skips.
+
+// passBelow hands a call han does not take to the module below.
+func (m *module) passBelow(c coll.Comm, a *coll.Args) error {
+	f := m.below[a.Op]
+	if f == nil {
+		return mpierr.Errorf(mpierr.ErrComponentNotFound, "coll han: %s on %s: han does not run this call (empty or "+
+			"a non-commutative op on nodes whose ranks are not consecutive) and no module below it fills %s", a.Op, c.Name(), a.Op)
+	}
+	return f(c, a)
+}
+
+// keepsOrder reports whether han's reductions give rank order for a's op.
+func (m *module) keepsOrder(a *coll.Args) bool {
+	return a.Reducer.Commutative() || m.consecutive
+}
+
+// barrier: every rank of a node arrives, the leaders meet, then the node's
+// ranks are let go by their leader.
+func (m *module) barrier(c coll.Comm, a *coll.Args) error {
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	if err := p.low(coll.Barrier, coll.Barrier, &coll.Args{}); err != nil {
+		return err
+	}
+	if p.leaders != nil {
+		if err := p.up(coll.Barrier, coll.Barrier, &coll.Args{}); err != nil {
+			return err
+		}
+	}
+	return p.low(coll.Barrier, coll.Barrier, &coll.Args{})
+}
+
+// bcast: the leaders' bcast from the root's node, then each node's from
+// its leader, segment by segment. A root that is not its node's leader
+// first bcasts within its node, which then needs no second node phase.
+func (m *module) bcast(c coll.Comm, a *coll.Args) error {
+	if len(a.Recv) == 0 {
+		return m.passBelow(c, a)
+	}
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	me, buf := c.Rank(), a.Recv
+	k, k0 := m.node[me], m.node[a.Root]
+	segs := segments(len(buf), 1, m.segment)
+	start := func(lo, hi int) (func() error, error) {
+		return p.startUp(coll.Bcast, coll.Bcast, &coll.Args{Recv: buf[lo:hi], Root: k0}, len(segs) == 2)
+	}
+	then := func(lo, hi int) error {
+		return p.low(coll.Bcast, coll.Bcast, &coll.Args{Recv: buf[lo:hi]})
+	}
+	if k == k0 && a.Root != m.leader(k0) {
+		// The root's node has the data once its own bcast is done; its
+		// leader still cuts the leaders' bcast as every leader does.
+		if err := p.low(coll.Bcast, coll.Bcast, &coll.Args{Recv: buf, Root: m.local[a.Root]}); err != nil {
+			return err
+		}
+		then = nil
+	}
+	return pipeline(p, segs, nil, then, start)
+}
+
+// reduce: each node reduces to its leader, the leaders reduce to the root's
+// node's leader, segment by segment, and that leader hands the result to
+// the root when the root is another rank.
+func (m *module) reduce(c coll.Comm, a *coll.Args) error {
+	n := len(a.Input())
+	if n == 0 || !m.keepsOrder(a) {
+		return m.passBelow(c, a)
+	}
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	me := c.Rank()
+	k, k0 := m.node[me], m.node[a.Root]
+	rootLeader := m.leader(k0)
+	in := a.Input()
+	unit := a.Reducer.Size
+	segs := segments(n, unit, m.segment)
+
+	// acc is where a leader's node result goes; spare takes what a rank
+	// must pass as a receive buffer but does not keep.
+	var acc []byte
+	if me == a.Root {
+		acc = a.Recv
+	} else {
+		acc = a.Scratch.Get(n)
+		defer a.Scratch.Put(acc)
+	}
+	spare := a.Scratch.Get(n)
+	defer a.Scratch.Put(spare)
+
+	first := func(lo, hi int) error {
+		na := &coll.Args{Send: in[lo:hi], Recv: spare[lo:hi], Reducer: a.Reducer}
+		if p.leaders != nil {
+			na.Recv = acc[lo:hi]
+			if me == a.Root && a.InPlace {
+				na.Send, na.InPlace = nil, true
+			}
+		}
+		return p.low(coll.Reduce, coll.Reduce, na)
+	}
+	start := func(lo, hi int) (func() error, error) {
+		ua := &coll.Args{Send: acc[lo:hi], Recv: spare[lo:hi], Root: k0, Reducer: a.Reducer}
+		if k == k0 {
+			ua.Send, ua.Recv, ua.InPlace = nil, acc[lo:hi], true
+		}
+		return p.startUp(coll.Reduce, coll.Reduce, ua, len(segs) == 2)
+	}
+	if err := pipeline(p, segs, first, nil, start); err != nil {
+		return err
+	}
+	switch {
+	case a.Root == rootLeader:
+		return nil
+	case me == rootLeader:
+		return p.node.Send(acc, m.local[a.Root], ownTag(coll.Reduce))
+	case me == a.Root:
+		return coll.RecvExactly(p.node, a.Recv, 0, ownTag(coll.Reduce))
+	}
+	return nil
+}
+
+// allreduce: each node reduces to its leader, the leaders allreduce, each
+// leader bcasts within its node; segment by segment, a segment's leaders'
+// allreduce running while the next segment's node reduce does.
+func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
+	n := len(a.Recv)
+	if n == 0 || !m.keepsOrder(a) {
+		return m.passBelow(c, a)
+	}
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	in := a.Input()
+	segs := segments(n, a.Reducer.Size, m.segment)
+	var spare []byte
+	if p.leaders == nil {
+		spare = a.Scratch.Get(min(n, segs[1]))
+		defer a.Scratch.Put(spare)
+	}
+	first := func(lo, hi int) error {
+		if p.leaders != nil {
+			na := &coll.Args{Send: a.Send, Recv: a.Recv[lo:hi], InPlace: a.InPlace, Reducer: a.Reducer}
+			if !a.InPlace {
+				na.Send = a.Send[lo:hi]
+			}
+			return p.low(coll.Allreduce, coll.Reduce, na)
+		}
+		return p.low(coll.Allreduce, coll.Reduce, &coll.Args{Send: in[lo:hi], Recv: spare[:hi-lo], Reducer: a.Reducer})
+	}
+	start := func(lo, hi int) (func() error, error) {
+		return p.startUp(coll.Allreduce, coll.Allreduce, &coll.Args{Recv: a.Recv[lo:hi], InPlace: true, Reducer: a.Reducer}, len(segs) == 2)
+	}
+	then := func(lo, hi int) error {
+		return p.low(coll.Allreduce, coll.Bcast, &coll.Args{Recv: a.Recv[lo:hi]})
+	}
+	return pipeline(p, segs, first, then, start)
+}
+
+// packed returns, for blocks of counts[r] bytes per rank, each node's
+// offset and length in the node-by-node packing the leaders exchange, and
+// each rank's offset there.
+func (m *module) packed(counts func(r int) int) (nodeOff, nodeLen, rankOff []int, total int) {
+	nodeOff, nodeLen = make([]int, len(m.nodes)), make([]int, len(m.nodes))
+	rankOff = make([]int, len(m.node))
+	for k, ranks := range m.nodes {
+		nodeOff[k] = total
+		for _, r := range ranks {
+			rankOff[r] = total
+			total += counts(r)
+		}
+		nodeLen[k] = total - nodeOff[k]
+	}
+	return nodeOff, nodeLen, rankOff, total
+}
+
+// nodeLayout is node k's part of a packing: its ranks' offsets within the
+// node's block and their lengths.
+func (m *module) nodeLayout(k int, counts func(r int) int, rankOff []int) (displs, lens []int) {
+	base := rankOff[m.nodes[k][0]]
+	for _, r := range m.nodes[k] {
+		displs, lens = append(displs, rankOff[r]-base), append(lens, counts(r))
+	}
+	return displs, lens
+}
+
+// gather: each node gathers to its leader, the leaders gather the nodes'
+// blocks to the root's node's leader, which puts them in rank order and
+// hands them to the root when the root is another rank.
+func (m *module) gather(c coll.Comm, a *coll.Args) error {
+	size, me := c.Size(), c.Rank()
+	block := len(a.Send)
+	if a.InPlace {
+		block = len(a.Recv) / size
+	}
+	if block == 0 {
+		return m.passBelow(c, a)
+	}
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	k, k0 := m.node[me], m.node[a.Root]
+	rootLeader := m.leader(k0)
+	mine := a.Send
+	if a.InPlace {
+		mine = a.Recv[me*block : (me+1)*block]
+	}
+	each := func(int) int { return block }
+	nodeOff, nodeLen, rankOff, total := m.packed(each)
+
+	// The result in rank order (res) and the leaders' packing (all): the
+	// same buffer when the nodes are consecutive, since node by node is
+	// then rank order.
+	var res, all, nodeBuf []byte
+	if me == rootLeader {
+		if me == a.Root {
+			res = a.Recv
+		} else {
+			res = a.Scratch.Get(total)
+			defer a.Scratch.Put(res)
+		}
+		all = res
+		if !m.consecutive {
+			all = a.Scratch.Get(total)
+			defer a.Scratch.Put(all)
+		}
+		nodeBuf = all[nodeOff[k] : nodeOff[k]+nodeLen[k]]
+	} else if p.leaders != nil {
+		nodeBuf = a.Scratch.Get(nodeLen[k])
+		defer a.Scratch.Put(nodeBuf)
+	}
+	na := &coll.Args{Send: mine, Recv: nodeBuf}
+	if me == a.Root && a.InPlace && m.consecutive && me == rootLeader {
+		na.Send, na.InPlace = nil, true // the root's block is where the node's block starts
+	}
+	if err := p.low(coll.Gather, coll.Gather, na); err != nil {
+		return err
+	}
+	if p.leaders != nil {
+		ua := &coll.Args{Send: nodeBuf, Root: k0, Counts: nodeLen, Displs: nodeOff}
+		if me == rootLeader {
+			ua.Send, ua.Recv, ua.InPlace = nil, all, true
+		}
+		if err := p.up(coll.Gather, coll.Gatherv, ua); err != nil {
+			return err
+		}
+	}
+	if me == rootLeader && !m.consecutive {
+		for r := 0; r < size; r++ {
+			copy(res[r*block:(r+1)*block], all[rankOff[r]:rankOff[r]+block])
+		}
+	}
+	switch {
+	case a.Root == rootLeader:
+		return nil
+	case me == rootLeader:
+		return p.node.Send(res, m.local[a.Root], ownTag(coll.Gather))
+	case me == a.Root:
+		return coll.RecvExactly(p.node, a.Recv, 0, ownTag(coll.Gather))
+	}
+	return nil
+}
+
+// scatter: the root's node's leader gets the root's blocks (from the root
+// when the root is another rank), packs them node by node, the leaders
+// scatter the nodes' blocks, and each leader scatters within its node.
+func (m *module) scatter(c coll.Comm, a *coll.Args) error {
+	size, me := c.Size(), c.Rank()
+	block := len(a.Recv)
+	if a.InPlace {
+		block = len(a.Send) / size
+	}
+	if block == 0 {
+		return m.passBelow(c, a)
+	}
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	k, k0 := m.node[me], m.node[a.Root]
+	rootLeader := m.leader(k0)
+	each := func(int) int { return block }
+	nodeOff, nodeLen, rankOff, total := m.packed(each)
+
+	var src, all, nodeBuf []byte
+	if me == rootLeader {
+		switch {
+		case me == a.Root:
+			src = a.Send
+		default:
+			src = a.Scratch.Get(total)
+			defer a.Scratch.Put(src)
+			if err := coll.RecvExactly(p.node, src, m.local[a.Root], ownTag(coll.Scatter)); err != nil {
+				return err
+			}
+		}
+		all = src
+		if !m.consecutive {
+			all = a.Scratch.Get(total)
+			defer a.Scratch.Put(all)
+			for r := 0; r < size; r++ {
+				copy(all[rankOff[r]:rankOff[r]+block], src[r*block:(r+1)*block])
+			}
+		}
+		nodeBuf = all[nodeOff[k] : nodeOff[k]+nodeLen[k]]
+	} else if me == a.Root {
+		if err := p.node.Send(a.Send, m.local[rootLeader], ownTag(coll.Scatter)); err != nil {
+			return err
+		}
+	}
+	if p.leaders != nil {
+		if me != rootLeader {
+			nodeBuf = a.Scratch.Get(nodeLen[k])
+			defer a.Scratch.Put(nodeBuf)
+		}
+		ua := &coll.Args{Recv: nodeBuf, Root: k0, Counts: nodeLen, Displs: nodeOff}
+		if me == rootLeader {
+			ua.Send, ua.Recv, ua.InPlace = all, nil, true
+		}
+		if err := p.up(coll.Scatter, coll.Scatterv, ua); err != nil {
+			return err
+		}
+	}
+	na := &coll.Args{Send: nodeBuf, Recv: a.Recv}
+	if me == a.Root && a.InPlace {
+		if me == rootLeader && m.consecutive {
+			na.Recv, na.InPlace = nil, true // the root's block is where the node's block starts
+		} else {
+			spare := a.Scratch.Get(block)
+			defer a.Scratch.Put(spare)
+			na.Recv = spare
+		}
+	}
+	return p.low(coll.Scatter, coll.Scatter, na)
+}
+
+// allgather: each node gathers to its leader, the leaders allgather the
+// nodes' blocks, and each leader bcasts the whole within its node.
+func (m *module) allgather(c coll.Comm, a *coll.Args) error {
+	size := c.Size()
+	block := len(a.Send)
+	if a.InPlace {
+		block = len(a.Recv) / size
+	}
+	if block == 0 {
+		return m.passBelow(c, a)
+	}
+	return m.gatherAll(c, a, func(int) int { return block }, func(r int) int { return r * block })
+}
+
+// allgatherv: allgather's phases with each rank's count; the node's bcast
+// carries the leaders' packing, which every rank unpacks, unless the
+// packing is the receive buffer's own layout.
+func (m *module) allgatherv(c coll.Comm, a *coll.Args) error {
+	total := 0
+	for _, n := range a.Counts {
+		total += n
+	}
+	if total == 0 {
+		return m.passBelow(c, a)
+	}
+	return m.gatherAll(c, a, func(r int) int { return a.Counts[r] }, func(r int) int { return a.Displs[r] })
+}
+
+// gatherAll is allgather and allgatherv, rank r's block being count(r)
+// bytes at displ(r) of Recv.
+func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) int) error {
+	p, err := m.setup(c)
+	if err != nil {
+		return err
+	}
+	size, me := c.Size(), c.Rank()
+	k := m.node[me]
+	nodeOff, nodeLen, rankOff, total := m.packed(count)
+	// dense: the packing is Recv's own layout, so the phases can work in
+	// Recv itself.
+	dense := m.consecutive
+	for r := 0; r < size && dense; r++ {
+		dense = displ(r) == rankOff[r]
+	}
+	mine := a.Send
+	if a.InPlace {
+		mine = a.Recv[displ(me) : displ(me)+count(me)]
+	}
+	all := a.Recv[:min(total, len(a.Recv))]
+	if !dense {
+		all = a.Scratch.Get(total)
+		defer a.Scratch.Put(all)
+	}
+	displs, lens := m.nodeLayout(k, count, rankOff)
+	var nodeBuf []byte
+	if p.leaders != nil {
+		nodeBuf = all[nodeOff[k] : nodeOff[k]+nodeLen[k]]
+	}
+	gop := coll.Gather
+	na := &coll.Args{Send: mine, Recv: nodeBuf}
+	if a.Op == coll.Allgatherv {
+		gop = coll.Gatherv
+		na.Counts, na.Displs = lens, displs
+	}
+	if p.leaders != nil && dense && a.InPlace {
+		na.Send, na.InPlace = nil, true // the leader's block is where the node's block starts
+	}
+	if err := p.low(a.Op, gop, na); err != nil {
+		return err
+	}
+	if p.leaders != nil {
+		ua := &coll.Args{Recv: all, InPlace: true, Counts: nodeLen, Displs: nodeOff}
+		if err := p.up(a.Op, coll.Allgatherv, ua); err != nil {
+			return err
+		}
+	}
+	if err := p.low(a.Op, coll.Bcast, &coll.Args{Recv: all}); err != nil {
+		return err
+	}
+	if !dense {
+		for r := 0; r < size; r++ {
+			copy(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
+		}
+	}
+	return nil
+}
