@@ -20,6 +20,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
 	"github.com/gompi/gompi/rte/pmi"
@@ -45,6 +47,8 @@ type config struct {
 	mca    []params.Setting
 	env    []string
 	events pmi.Events
+	nodeOf []int // WithNodes; nil: every rank on one node
+	nodes  bool  // WithNodes was given
 }
 
 // WithMCA sets an MCA parameter for every rank, at command-line precedence.
@@ -55,6 +59,53 @@ func WithMCA(name, value string) Option {
 // WithEnv adds KEY=value entries to every rank's environment snapshot.
 func WithEnv(kv ...string) Option {
 	return func(c *config) { c.env = append(c.env, kv...) }
+}
+
+// WithNodes makes the ranks believe they run on several nodes: rank r is on
+// node nodeOf[r]. The in-process PMI server publishes the layout as a
+// launcher would (PMI_process_mapping), so that everything that derives
+// from it (Job.NodeOf, LocalRank, LocalSize, the modex's per-node
+// publication, which peers shared memory reaches, SplitType(SplitShared),
+// coll sm) sees separate nodes; each node gets a host name of its own,
+// "<host>-node<k>", in PMI_HOSTNAME. Ranks of a node need not be
+// contiguous: []int{0, 1, 0, 2, 1, 0} is three nodes of 3, 2 and 1 ranks.
+//
+// nodeOf needs one entry per rank, and its node indexes must be 0..k-1 with
+// every node holding a rank, as launchers number nodes (in any order: node 1
+// may come first). Run fails the test otherwise, and RunErr returns the
+// error (of class ErrArg).
+//
+// Ranks on different fake nodes still share this process: btl shm refuses
+// them as on real nodes, and btl tcp reaches them over loopback, since its
+// peers publish one network namespace.
+func WithNodes(nodeOf []int) Option {
+	nodeOf = append([]int(nil), nodeOf...)
+	return func(c *config) { c.nodeOf, c.nodes = nodeOf, true }
+}
+
+// checkNodes validates WithNodes' layout for a job of n ranks.
+func checkNodes(nodeOf []int, n int) error {
+	if len(nodeOf) != n {
+		return mpierr.Errorf(mpierr.ErrArg, "mpitest: WithNodes(%v): %d node indexes for %d ranks: give one per rank", nodeOf, len(nodeOf), n)
+	}
+	used := make([]bool, n)
+	for r, node := range nodeOf {
+		if node < 0 || node >= n {
+			return mpierr.Errorf(mpierr.ErrArg, "mpitest: WithNodes(%v): rank %d is on node %d: node indexes of %d ranks are 0..%d", nodeOf, r, node, n, n-1)
+		}
+		used[node] = true
+	}
+	k := slices.Max(nodeOf) + 1
+	if i := slices.Index(used[:k], false); i >= 0 {
+		return mpierr.Errorf(mpierr.ErrArg, "mpitest: WithNodes(%v): node %d has no rank while node %d has: node indexes must be 0..k-1 with every node holding a rank, as launchers number them", nodeOf, i, k-1)
+	}
+	// What the ranks will read must be what was asked for.
+	mapping := rte.FormatMapping(nodeOf)
+	back, err := rte.ParseMapping(mapping, n)
+	if err != nil || !slices.Equal(back, nodeOf) {
+		return mpierr.Errorf(mpierr.ErrArg, "mpitest: WithNodes(%v): PMI_process_mapping %q reads back as %v (%v)", nodeOf, mapping, back, err)
+	}
+	return nil
 }
 
 // WithPMIEvents observes the in-process PMI server (puts, barriers, aborts),
@@ -132,6 +183,12 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 	var cookie [rte.CookieLen]byte
 	rand.Read(cookie[:])
 	nodeOf := make([]int, n)
+	if cfg.nodes {
+		if err := checkNodes(cfg.nodeOf, n); err != nil {
+			return err
+		}
+		nodeOf = cfg.nodeOf
+	}
 
 	var fail failure
 	var srv *pmi.Server
@@ -164,6 +221,14 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 	}
 	base = append(base, rte.OversubscribedEnv+"="+over)
 	hood := rte.NewNeighborhood()
+	host := ""
+	if cfg.nodes {
+		h, err := os.Hostname()
+		if err != nil {
+			return mpierr.Errorf(mpierr.ErrIntern, "mpitest: WithNodes: no host name to name the nodes after: %w", err)
+		}
+		host = h
+	}
 	var wg sync.WaitGroup
 	for r := 0; r < n; r++ {
 		client, server, err := socketPair()
@@ -171,7 +236,12 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 			return err
 		}
 		go srv.Serve(r, server)
-		env := append(append([]string(nil), base...), cfg.env...)
+		env := append([]string(nil), base...)
+		if cfg.nodes {
+			// Before WithEnv's entries, which may name the nodes otherwise.
+			env = append(env, fmt.Sprintf("PMI_HOSTNAME=%s-node%d", host, nodeOf[r]))
+		}
+		env = append(env, cfg.env...)
 		env = append(env, fmt.Sprintf("PMI_RANK=%d", r), fmt.Sprintf("PMI_SIZE=%d", n))
 		wg.Add(1)
 		go func(rank int) {

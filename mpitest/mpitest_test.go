@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 )
 
@@ -121,4 +123,76 @@ func TestManyRanks(t *testing.T) {
 		return nil
 	})
 	t.Logf("%d goroutine ranks: init, fence, finalize in %v", n, time.Since(start))
+}
+
+// WithNodes: what each rank reads of the layout is what was given, ranks
+// of a node need not be contiguous, and nodes may come in any order.
+func TestWithNodes(t *testing.T) {
+	for _, nodeOf := range [][]int{{0, 1, 0, 2, 1, 0}, {1, 1, 0}, {0, 1, 2, 3, 4}, {0, 0, 0}} {
+		t.Run(fmt.Sprint(nodeOf), func(t *testing.T) {
+			Run(t, len(nodeOf), func(r *Rank) error {
+				job := r.Runtime().Job()
+				var local []int
+				for w, node := range nodeOf {
+					if node == nodeOf[r.Rank()] {
+						local = append(local, w)
+					}
+				}
+				if !slices.Equal(job.NodeOf, nodeOf) || job.NodeIndex != nodeOf[r.Rank()] ||
+					r.LocalSize() != len(local) || r.LocalRank() != slices.Index(local, r.Rank()) {
+					return fmt.Errorf("NodeOf %v NodeIndex %d local %d/%d, want %v %d %d/%d", job.NodeOf, job.NodeIndex,
+						r.LocalRank(), r.LocalSize(), nodeOf, nodeOf[r.Rank()], slices.Index(local, r.Rank()), len(local))
+				}
+				if want := fmt.Sprintf("-node%d", nodeOf[r.Rank()]); !strings.HasSuffix(r.Node(), want) {
+					return fmt.Errorf("host name %q, want one ending in %q", r.Node(), want)
+				}
+				return nil
+			}, WithNodes(nodeOf), WithMCA("btl", "self,shm,tcp"))
+		})
+	}
+	// Without WithNodes, one node, as before.
+	Run(t, 2, func(r *Rank) error {
+		if got := r.Runtime().Job().NodeOf; !slices.Equal(got, []int{0, 0}) {
+			return fmt.Errorf("NodeOf %v, want [0 0]", got)
+		}
+		return nil
+	})
+	// The option keeps its own copy.
+	nodeOf := []int{0, 1}
+	opt := WithNodes(nodeOf)
+	nodeOf[1] = 7
+	Run(t, 2, func(r *Rank) error {
+		if got := r.Runtime().Job().NodeOf; !slices.Equal(got, []int{0, 1}) {
+			return fmt.Errorf("NodeOf %v, want [0 1]", got)
+		}
+		return nil
+	}, opt)
+}
+
+// A layout that does not fit the job is refused before any rank starts,
+// with an ErrArg error that names what is wrong.
+func TestWithNodesBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		n      int
+		nodeOf []int
+		want   string
+	}{
+		{3, []int{0, 1}, "2 node indexes for 3 ranks"},
+		{2, []int{0, 1, 0}, "3 node indexes for 2 ranks"},
+		{2, nil, "0 node indexes for 2 ranks"},
+		{3, []int{0, -1, 0}, "rank 1 is on node -1"},
+		{3, []int{0, 3, 1}, "rank 1 is on node 3"},
+		{3, []int{0, 2, 0}, "node 1 has no rank while node 2 has"},
+		{4, []int{1, 1, 2, 2}, "node 0 has no rank while node 2 has"},
+	} {
+		started := false
+		err := RunErr(tc.n, func(r *Rank) error { started = true; return nil }, WithNodes(tc.nodeOf))
+		if !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), tc.want) ||
+			!strings.Contains(err.Error(), fmt.Sprintf("WithNodes(%v)", tc.nodeOf)) {
+			t.Errorf("%d ranks, WithNodes(%v): %v, want ErrArg saying %q", tc.n, tc.nodeOf, err, tc.want)
+		}
+		if started {
+			t.Errorf("%d ranks, WithNodes(%v): a rank ran", tc.n, tc.nodeOf)
+		}
+	}
 }

@@ -75,13 +75,39 @@ func hosts(t *testing.T) {
 	}
 }
 
-var btlLine = regexp.MustCompile(`using btl for peer: rank=(\d) btl=(\w+) peer=(\d)`)
+var (
+	btlLine      = regexp.MustCompile(`using btl for peer: rank=(\d) btl=(\w+) peer=(\d)`)
+	tcpPeerLine  = regexp.MustCompile(`btl\.tcp: peer addresses: rank=(\d) peer=(\d) best=(\S+) class=(\w+) loopback=(\w+)`)
+	tcpConnected = regexp.MustCompile(`btl\.tcp: connected: rank=(\d) peer=(\d) address=(\S+) class=(\w+)`)
+)
 
 // checkTransports asserts, from the ranks' verbose BTL lines, self for a
 // rank itself, shm between ranks of one host and tcp across hosts; hostOf
-// gives each rank's host.
+// gives each rank's host. Hosts have a network namespace each: tcp counts
+// on loopback for the peers of its own host only, and connects across
+// hosts by another address.
 func checkTransports(t *testing.T, stderr string, hostOf []int) {
 	t.Helper()
+	peers := tcpPeerLine.FindAllStringSubmatch(stderr, -1)
+	if len(peers) != len(hostOf)*(len(hostOf)-1) {
+		t.Errorf("%d verbose tcp peer lines, want %d:\n%s", len(peers), len(hostOf)*(len(hostOf)-1), stderr)
+	}
+	for _, m := range peers {
+		r, _ := strconv.Atoi(m[1])
+		p, _ := strconv.Atoi(m[2])
+		if want := strconv.FormatBool(hostOf[r] == hostOf[p]); m[5] != want {
+			t.Errorf("rank %d counts on loopback to reach rank %d: %s, want %s (best address %s, %s)", r, p, m[5], want, m[3], m[4])
+		}
+	}
+	conns := tcpConnected.FindAllStringSubmatch(stderr, -1)
+	if len(conns) == 0 {
+		t.Errorf("no tcp connection in the verbose lines:\n%s", stderr)
+	}
+	for _, m := range conns {
+		if m[4] == "loopback" {
+			t.Errorf("rank %s connected to rank %s on another host over loopback (%s)", m[1], m[2], m[3])
+		}
+	}
 	lines := btlLine.FindAllStringSubmatch(stderr, -1)
 	if len(lines) != len(hostOf)*len(hostOf) {
 		t.Fatalf("%d verbose BTL lines, want %d:\n%s", len(lines), len(hostOf)*len(hostOf), stderr)

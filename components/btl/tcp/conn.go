@@ -140,13 +140,13 @@ func (m *module) dial(rank int, cands []candidate) (*net.TCPConn, error) {
 		conn, err := m.dialOne(rank, c.remote)
 		if err == nil {
 			if m.log.V(mca.VerboseInfo) {
-				m.log.Log(mca.VerboseInfo, "connected", "peer", rank, "address", c.remote)
+				m.log.Log(mca.VerboseInfo, "connected", "peer", rank, "address", c.remote, "class", c.class)
 			}
 			return conn, nil
 		}
 		failures = append(failures, fmt.Sprintf("%v: %v", c.remote, err))
 		if m.log.V(mca.VerboseInfo) {
-			m.log.Log(mca.VerboseInfo, "cannot connect", "peer", rank, "address", c.remote, "error", err)
+			m.log.Log(mca.VerboseInfo, "cannot connect", "peer", rank, "address", c.remote, "class", c.class, "error", err)
 		}
 		if m.closing.Load() {
 			break

@@ -12,7 +12,10 @@ import (
 const CardKey = cardKey
 
 // ParseCard decodes a business card.
-func ParseCard(b []byte) ([]netip.AddrPort, error) { return parseCard(b) }
+func ParseCard(b []byte) ([]netip.AddrPort, error) {
+	c, err := parseCard(b)
+	return c.addrs, err
+}
 
 // Hello builds a hello as a dialer would send it.
 func Hello(job string, cookie [16]byte, from, to, maxFrame int) []byte {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -263,23 +264,32 @@ func FuzzFrames(f *testing.F) {
 	})
 }
 
-// FuzzCard feeds arbitrary business cards to the parser.
+// FuzzCard feeds arbitrary business cards to the parser: it must not
+// panic, must reject with errCard, and may accept only a card that
+// re-encodes to its bytes (addresses, and a network namespace or none).
 func FuzzCard(f *testing.F) {
-	f.Add(encodeCard(nil))
-	f.Add([]byte{1, 1, 4, 127, 0, 0, 1, 0x10, 0})
-	f.Add([]byte{1, 2, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x10, 1, 4, 10, 0, 0, 1, 0, 80})
+	ns := netNS{boot: [16]byte{0x56, 0xc2, 0x68, 0xde, 15: 0x35}, inode: 4026531833}
+	lo := []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:4096")}
+	f.Add(encodeCard(card{}))
+	f.Add(encodeCard(card{addrs: lo}))
+	f.Add(encodeCard(card{addrs: lo, ns: ns}))
+	f.Add(encodeCard(card{addrs: lo, ns: ns})[:2+7+netNSLen-1])
+	f.Add(append(encodeCard(card{addrs: lo}), make([]byte, netNSLen)...)) // a zero namespace
+	f.Add([]byte{1, 1, 4, 127, 0, 0, 1, 0x10, 0})                         // version 1
+	f.Add([]byte{2, 1, 4, 127, 0, 0, 1, 0x10, 0})
+	f.Add([]byte{2, 2, 6, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0x10, 1, 4, 10, 0, 0, 1, 0, 80})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		addrs, err := parseCard(b)
+		c, err := parseCard(b)
 		if err != nil {
 			if !errors.Is(err, errCard) {
 				t.Fatalf("error without errCard: %v", err)
 			}
 			return
 		}
-		if len(addrs) == 0 || len(addrs) > maxCardAddrs {
-			t.Fatalf("%d addresses accepted", len(addrs))
+		if len(c.addrs) == 0 || len(c.addrs) > maxCardAddrs {
+			t.Fatalf("%d addresses accepted", len(c.addrs))
 		}
-		if !bytes.Equal(encodeCard(addrs), b) {
+		if !bytes.Equal(encodeCard(c), b) {
 			t.Fatalf("card does not re-encode to its bytes")
 		}
 	})

@@ -218,27 +218,41 @@ func selectAddrs(ifaces []ifaceInfo, incName string, inc params.Value, excName s
 	return sel, nil
 }
 
-// candidate classes, best first.
+// addrClass is a class of candidate address, best first.
+type addrClass int
+
 const (
-	classLoopback = iota // same node, over loopback
-	classSubnet          // an address on a network this process is on
-	classRouted          // any other address of a family this process has
+	classLoopback addrClass = iota // over loopback: same network namespace (netns.go)
+	classSubnet                    // an address on a network this process is on
+	classRouted                    // any other address of a family this process has
 )
 
+func (c addrClass) String() string {
+	switch c {
+	case classLoopback:
+		return "loopback"
+	case classSubnet:
+		return "subnet"
+	case classRouted:
+		return "routed"
+	}
+	return fmt.Sprintf("class(%d)", int(c))
+}
+
 type candidate struct {
-	class  int
+	class  addrClass
 	remote netip.AddrPort
 }
 
 // candidates returns the peer's addresses this process can use, best first:
-// loopback when the peer is on this node, then addresses on one of our
-// networks, then the rest of a family we have; IPv4 before IPv6 within a
-// class.
-func candidates(local []localAddr, peer []netip.AddrPort, sameNode bool) []candidate {
+// loopback when our loopback reaches the peer's (loopbackReaches), then
+// addresses on one of our networks, then the rest of a family we have;
+// IPv4 before IPv6 within a class.
+func candidates(local []localAddr, peer []netip.AddrPort, loopback bool) []candidate {
 	var out []candidate
 	for _, ap := range peer {
 		a := ap.Addr()
-		class := -1
+		class := addrClass(-1)
 		for _, l := range local {
 			la := l.addr()
 			if familyOf(la) != familyOf(a) || la.IsLoopback() != a.IsLoopback() {
@@ -247,7 +261,7 @@ func candidates(local []localAddr, peer []netip.AddrPort, sameNode bool) []candi
 			c := classRouted
 			switch {
 			case a.IsLoopback():
-				if !sameNode {
+				if !loopback {
 					continue
 				}
 				c = classLoopback

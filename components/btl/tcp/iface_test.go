@@ -126,12 +126,87 @@ func TestCandidates(t *testing.T) {
 		return out
 	}
 	if got, want := show(candidates(local, peer, true)), []string{"127.0.0.1:4", "192.0.2.7:3", "[fd00::7]:1", "198.51.100.7:2"}; !slices.Equal(got, want) {
-		t.Errorf("same node: %v, want %v", got, want)
+		t.Errorf("loopback reaches: %v, want %v", got, want)
 	}
 	if got, want := show(candidates(local, peer, false)), []string{"192.0.2.7:3", "[fd00::7]:1", "198.51.100.7:2"}; !slices.Equal(got, want) {
-		t.Errorf("other node: %v, want %v", got, want)
+		t.Errorf("loopback does not reach: %v, want %v", got, want)
 	}
 	if got := candidates(local[:1], peer, false); len(got) != 0 {
-		t.Errorf("loopback only, other node: %v", show(got))
+		t.Errorf("loopback only, and it does not reach: %v", show(got))
+	}
+}
+
+// Loopback across nodes: a peer whose network namespace is ours is reached
+// over loopback even on another node (goroutine ranks on fake nodes), a
+// peer in another namespace is not even on this node (simulated hosts of
+// one machine), and without both namespaces the node decides.
+func TestLoopbackAcrossNodes(t *testing.T) {
+	local := []localAddr{
+		{"lo", netip.MustParsePrefix("127.0.0.1/8")},
+		{"lo", netip.MustParsePrefix("::1/128")},
+		{"eth0", netip.MustParsePrefix("192.0.2.2/24")},
+	}
+	peer := []netip.AddrPort{
+		netip.MustParseAddrPort("192.0.2.7:3"),
+		netip.MustParseAddrPort("127.0.0.1:4"),
+		netip.MustParseAddrPort("[::1]:5"),
+	}
+	here := netNS{boot: [16]byte{0x56, 15: 0x35}, inode: 4026531833}
+	otherNS := netNS{boot: here.boot, inode: 4026532301}
+	otherBoot := netNS{boot: [16]byte{0x77, 15: 0x01}, inode: here.inode}
+	withLo := []string{"127.0.0.1:4 loopback", "[::1]:5 loopback", "192.0.2.7:3 subnet"}
+	noLo := []string{"192.0.2.7:3 subnet"}
+	for _, tc := range []struct {
+		name        string
+		sameNode    bool
+		mine, their netNS
+		want        []string
+	}{
+		{"same namespace, other node", false, here, here, withLo},
+		{"same namespace, same node", true, here, here, withLo},
+		{"other namespace, other node", false, here, otherNS, noLo},
+		{"other namespace, same node", true, here, otherNS, noLo},
+		{"other boot, same inode", false, here, otherBoot, noLo},
+		{"peer's unknown, other node", false, here, netNS{}, noLo},
+		{"peer's unknown, same node", true, here, netNS{}, withLo},
+		{"ours unknown, other node", false, netNS{}, here, noLo},
+		{"ours unknown, same node", true, netNS{}, here, withLo},
+		{"both unknown, other node", false, netNS{}, netNS{}, noLo},
+		{"both unknown, same node", true, netNS{}, netNS{}, withLo},
+	} {
+		ok, why := loopbackReaches(tc.sameNode, tc.mine, tc.their)
+		var got []string
+		for _, c := range candidates(local, peer, ok) {
+			got = append(got, c.remote.String()+" "+c.class.String())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v (loopback %v: %s), want %v", tc.name, got, ok, why, tc.want)
+		}
+		if why == "" {
+			t.Errorf("%s: no reason given", tc.name)
+		}
+	}
+}
+
+// This process's namespace is known on Linux, and stable; the boot id
+// parser takes the kernel's form only.
+func TestThisNetNS(t *testing.T) {
+	a, err := thisNetNS()
+	if err != nil {
+		t.Skipf("no network namespace here: %v", err)
+	}
+	b, err := thisNetNS()
+	if err != nil || a != b || !a.known() {
+		t.Errorf("read twice: %v and %v (%v)", a, b, err)
+	}
+	id, err := parseBootID("56c268de-8aeb-49bb-98e4-5c623a369735\n")
+	if err != nil || id != [16]byte{0x56, 0xc2, 0x68, 0xde, 0x8a, 0xeb, 0x49, 0xbb, 0x98, 0xe4, 0x5c, 0x62, 0x3a, 0x36, 0x97, 0x35} {
+		t.Errorf("parseBootID: %x %v", id, err)
+	}
+	for _, bad := range []string{"", "56c268de8aeb49bb98e45c623a369735", "56c268de-8aeb-49bb-98e4-5c623a36973g",
+		"00000000-0000-0000-0000-000000000000", "56c268de-8aeb-49bb-98e4-5c623a369735-00"} {
+		if _, err := parseBootID(bad); err == nil {
+			t.Errorf("parseBootID(%q) accepted", bad)
+		}
 	}
 }

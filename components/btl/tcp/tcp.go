@@ -235,20 +235,29 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		m.shutdown(false)
 		return nil, err
 	}
-	var card []netip.AddrPort
+	var cd card
 	for _, ln := range m.listeners {
-		card = append(card, ln.Addr().(*net.TCPAddr).AddrPort())
+		cd.addrs = append(cd.addrs, ln.Addr().(*net.TCPAddr).AddrPort())
 	}
-	if err := rt.Modex().PutProc(cardKey, encodeCard(card)); err != nil {
+	// Without a namespace, peers use loopback to reach this process only
+	// when they are on its node.
+	ns, nsErr := thisNetNS()
+	if nsErr == nil {
+		m.ns, cd.ns = ns, ns
+	}
+	if err := rt.Modex().PutProc(cardKey, encodeCard(cd)); err != nil {
 		m.shutdown(false)
 		return nil, err
 	}
 	if log.V(mca.VerboseComponent) {
 		var shown []string
-		for _, ap := range card {
+		for _, ap := range cd.addrs {
 			shown = append(shown, ap.String())
 		}
-		log.Log(mca.VerboseComponent, "listening", "addresses", strings.Join(shown, ","))
+		log.Log(mca.VerboseComponent, "listening", "addresses", strings.Join(shown, ","), "namespace", m.ns.String())
+		if nsErr != nil {
+			log.Log(mca.VerboseComponent, "network namespace unknown; peers use loopback by node", "error", nsErr)
+		}
 	}
 	for _, ln := range m.listeners {
 		m.wg.Add(1)
@@ -272,6 +281,7 @@ type module struct {
 
 	local     []localAddr
 	listeners []*net.TCPListener
+	ns        netNS // this process's network namespace, as published; zero: unknown
 
 	ctx     context.Context // cancelled when the module shuts down
 	cancel  context.CancelFunc
@@ -428,15 +438,20 @@ func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 			}
 			return nil, err
 		}
-		addrs, err := parseCard(raw)
+		cd, err := parseCard(raw)
 		if err != nil {
 			return nil, fmt.Errorf("btl tcp: business card of rank %d: %w", r, err)
 		}
-		cands := candidates(m.local, addrs, m.job.NodeOf[r] == m.job.NodeIndex)
+		loopback, why := loopbackReaches(m.job.NodeOf[r] == m.job.NodeIndex, m.ns, cd.ns)
+		cands := candidates(m.local, cd.addrs, loopback)
 		if len(cands) == 0 {
 			m.log.Log(mca.VerboseComponent, "no address of the peer is usable from here; unreachable",
-				"peer", r, "addresses", fmt.Sprint(addrs))
+				"peer", r, "addresses", fmt.Sprint(cd.addrs), "loopback", loopback, "because", why)
 			continue
+		}
+		if m.log.V(mca.VerboseInfo) {
+			m.log.Log(mca.VerboseInfo, "peer addresses", "peer", r, "best", cands[0].remote, "class", cands[0].class,
+				"loopback", loopback, "because", why)
 		}
 		e := newEndpoint(m, r, cands)
 		eps[r] = e

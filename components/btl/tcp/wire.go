@@ -348,25 +348,38 @@ func (f *frameReader) drop() { f.r, f.w, f.declined = 0, 0, false }
 // ---- Business card ----
 //
 // What a module publishes in the modex under cardKey: the addresses it
-// listens on.
+// listens on, and the network namespace it is in when it knows it
+// (netns.go).
 //
 //	off len field
 //	  0   1 cardVersion
 //	  1   1 n, the number of addresses (1..maxCardAddrs)
 //	  2     n entries: family (4 or 6), the address (4 or 16 bytes), the
 //	        port (2 bytes, network order)
+//	        then nothing (namespace unknown), or the namespace: the boot
+//	        id (16 bytes), the namespace's inode (8 bytes, network order),
+//	        not both zero
+//
+// Version 1 had no namespace; it is refused like any other version, since
+// every process of a job runs one build.
 
 const (
 	cardKey      = "btl.tcp.addr" // not "btl.tcp": rte's modex tests use that name for their own values
-	cardVersion  = 1
+	cardVersion  = 2
 	maxCardAddrs = 64
 )
 
 var errCard = mpierr.Errorf(mpierr.ErrIntern, "btl tcp: malformed business card")
 
-func encodeCard(addrs []netip.AddrPort) []byte {
-	b := []byte{cardVersion, byte(len(addrs))}
-	for _, ap := range addrs {
+// card is a business card.
+type card struct {
+	addrs []netip.AddrPort
+	ns    netNS // zero: unknown
+}
+
+func encodeCard(c card) []byte {
+	b := []byte{cardVersion, byte(len(c.addrs))}
+	for _, ap := range c.addrs {
 		a := ap.Addr().Unmap()
 		if a.Is4() {
 			b = append(b, 4)
@@ -376,25 +389,28 @@ func encodeCard(addrs []netip.AddrPort) []byte {
 		b = append(b, a.AsSlice()...)
 		b = binary.BigEndian.AppendUint16(b, ap.Port())
 	}
+	if c.ns.known() {
+		b = c.ns.append(b)
+	}
 	return b
 }
 
-func parseCard(b []byte) ([]netip.AddrPort, error) {
+func parseCard(b []byte) (card, error) {
 	if len(b) < 2 {
-		return nil, fmt.Errorf("%d bytes: %w", len(b), errCard)
+		return card{}, fmt.Errorf("%d bytes: %w", len(b), errCard)
 	}
 	if b[0] != cardVersion {
-		return nil, fmt.Errorf("version %d, want %d: %w", b[0], cardVersion, errCard)
+		return card{}, fmt.Errorf("version %d, want %d: %w", b[0], cardVersion, errCard)
 	}
 	n := int(b[1])
 	if n == 0 || n > maxCardAddrs {
-		return nil, fmt.Errorf("%d addresses: %w", n, errCard)
+		return card{}, fmt.Errorf("%d addresses: %w", n, errCard)
 	}
 	out := make([]netip.AddrPort, 0, n)
 	p := b[2:]
 	for i := 0; i < n; i++ {
 		if len(p) < 1 {
-			return nil, fmt.Errorf("truncated at address %d: %w", i, errCard)
+			return card{}, fmt.Errorf("truncated at address %d: %w", i, errCard)
 		}
 		alen := 0
 		switch p[0] {
@@ -403,21 +419,29 @@ func parseCard(b []byte) ([]netip.AddrPort, error) {
 		case 6:
 			alen = 16
 		default:
-			return nil, fmt.Errorf("address %d has family %d: %w", i, p[0], errCard)
+			return card{}, fmt.Errorf("address %d has family %d: %w", i, p[0], errCard)
 		}
 		if len(p) < 1+alen+2 {
-			return nil, fmt.Errorf("truncated at address %d: %w", i, errCard)
+			return card{}, fmt.Errorf("truncated at address %d: %w", i, errCard)
 		}
 		a, _ := netip.AddrFromSlice(p[1 : 1+alen])
 		port := binary.BigEndian.Uint16(p[1+alen:])
 		if port == 0 || a.IsUnspecified() || a.Is4In6() {
-			return nil, fmt.Errorf("address %d is %v port %d: %w", i, a, port, errCard)
+			return card{}, fmt.Errorf("address %d is %v port %d: %w", i, a, port, errCard)
 		}
 		out = append(out, netip.AddrPortFrom(a, port))
 		p = p[1+alen+2:]
 	}
-	if len(p) != 0 {
-		return nil, fmt.Errorf("%d bytes after the last address: %w", len(p), errCard)
+	c := card{addrs: out}
+	switch len(p) {
+	case 0:
+	case netNSLen:
+		c.ns = netNSFrom(p)
+		if !c.ns.known() {
+			return card{}, fmt.Errorf("a zero network namespace: %w", errCard)
+		}
+	default:
+		return card{}, fmt.Errorf("%d bytes after the last address (a network namespace is %d): %w", len(p), netNSLen, errCard)
 	}
-	return out, nil
+	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -164,28 +165,36 @@ func TestCard(t *testing.T) {
 		netip.MustParseAddrPort("[::1]:4001"),
 		netip.MustParseAddrPort("192.0.2.2:65535"),
 	}
-	b := encodeCard(addrs)
-	if len(b) != 2+7+19+7 {
-		t.Errorf("card of %d bytes", len(b))
-	}
-	got, err := parseCard(b)
-	if err != nil || len(got) != len(addrs) {
-		t.Fatalf("parse: %v %v", got, err)
-	}
-	for i := range addrs {
-		if got[i] != addrs[i] {
-			t.Errorf("address %d: %v, want %v", i, got[i], addrs[i])
+	ns := netNS{boot: [16]byte{1, 2, 3, 15: 16}, inode: 1<<40 + 7}
+	for _, c := range []card{{addrs: addrs}, {addrs: addrs, ns: ns}} {
+		b := encodeCard(c)
+		want := 2 + 7 + 19 + 7
+		if c.ns.known() {
+			want += netNSLen
+		}
+		if len(b) != want {
+			t.Errorf("card of %d bytes, want %d", len(b), want)
+		}
+		got, err := parseCard(b)
+		if err != nil || !slices.Equal(got.addrs, c.addrs) || got.ns != c.ns {
+			t.Errorf("parse: %v %v %v, want %v %v", got.addrs, got.ns, err, c.addrs, c.ns)
 		}
 	}
+	b := encodeCard(card{addrs: addrs})
+	withNS := encodeCard(card{addrs: addrs, ns: ns})
 	for name, bad := range map[string][]byte{
-		"empty":      nil,
-		"version":    {9, 1, 4, 127, 0, 0, 1, 0, 1},
-		"no address": {1, 0},
-		"truncated":  b[:len(b)-1],
-		"trailing":   append(append([]byte(nil), b...), 0),
-		"family":     {1, 1, 5, 127, 0, 0, 1, 0, 1},
-		"port 0":     {1, 1, 4, 127, 0, 0, 1, 0, 0},
-		"any addr":   {1, 1, 4, 0, 0, 0, 0, 0, 1},
+		"empty":       nil,
+		"version":     {9, 1, 4, 127, 0, 0, 1, 0, 1},
+		"version 1":   {1, 1, 4, 127, 0, 0, 1, 0, 1},
+		"no address":  {2, 0},
+		"truncated":   b[:len(b)-1],
+		"trailing":    append(append([]byte(nil), b...), 0),
+		"family":      {2, 1, 5, 127, 0, 0, 1, 0, 1},
+		"port 0":      {2, 1, 4, 127, 0, 0, 1, 0, 0},
+		"any addr":    {2, 1, 4, 0, 0, 0, 0, 0, 1},
+		"short netns": withNS[:len(withNS)-1],
+		"long netns":  append(append([]byte(nil), withNS...), 0),
+		"zero netns":  append(append([]byte(nil), b...), make([]byte, netNSLen)...),
 	} {
 		if _, err := parseCard(bad); !errors.Is(err, errCard) {
 			t.Errorf("%s: %v", name, err)
