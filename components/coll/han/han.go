@@ -48,8 +48,12 @@ import (
 // decline communicators that span nodes anyway.
 const Priority = 35
 
-// SegmentBytesParam is the pipeline's segment size.
-const SegmentBytesParam = "coll_han_segment_bytes"
+// SegmentBytesParam is the pipeline's segment size; SpreadBytesParam is
+// where an allreduce spreads its leaders' phase over every rank of a node.
+const (
+	SegmentBytesParam = "coll_han_segment_bytes"
+	SpreadBytesParam  = "coll_han_allreduce_spread_bytes"
+)
 
 // filled are the operations han runs hierarchically.
 var filled = []coll.Op{coll.Barrier, coll.Bcast, coll.Reduce, coll.Allreduce, coll.Gather, coll.Scatter, coll.Allgather, coll.Allgatherv}
@@ -71,7 +75,7 @@ func PhaseParam(op coll.Op, p Phase) string { return fmt.Sprintf("coll_han_%s_%s
 
 // Component is the han coll component.
 type Component struct {
-	segment *params.Param
+	segment, spread *params.Param
 	phase   map[coll.Op]*[2]*params.Param
 }
 
@@ -87,6 +91,11 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.segment = r.Add(params.Def{Name: SegmentBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "256k",
 		Help: "Bcasts, reduces and allreduces larger than this many bytes are cut into segments of this size, so that " +
 			"one segment's network phase overlaps the node phases of its neighbours; 0: never cut"})
+	c.spread = r.Add(params.Def{Name: SpreadBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "64k",
+		Help: "Allreduces of at least this many bytes, on nodes that all hold the same number of ranks, spread the " +
+			"network phase over every rank instead of one leader per node: each rank of a node reduces one block of " +
+			"the node's inputs, allreduces it with the ranks in its place on the other nodes, and the node gathers " +
+			"the blocks (the same bytes cross the network, from every rank at once); 0: never"})
 	c.phase = map[coll.Op]*[2]*params.Param{}
 	for _, op := range filled {
 		var ps [2]*params.Param
@@ -125,7 +134,8 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	case len(l.nodes) == n:
 		return 0, nil, mca.Decline("every rank of %s runs on a node of its own: no node phase", comm.Name())
 	}
-	m := &module{layout: l, log: b.Logger("coll").Named("han"), segment: int(b.Get(c.segment).Uint())}
+	m := &module{layout: l, log: b.Logger("coll").Named("han"), segment: int(b.Get(c.segment).Uint()),
+		spread: int(b.Get(c.spread).Uint())}
 	known := b.Catalog().Components("coll")
 	for _, op := range filled {
 		for _, p := range []Phase{Low, Up} {
@@ -159,6 +169,9 @@ type layout struct {
 	// consecutive: every node's ranks are consecutive in the communicator,
 	// so that node by node is rank order.
 	consecutive bool
+	// perNode is the number of ranks of every node when they all hold the
+	// same number, 0 otherwise.
+	perNode int
 }
 
 func newLayout(n int, nodeOf func(r int) int) *layout {
@@ -177,6 +190,12 @@ func newLayout(n int, nodeOf func(r int) int) *layout {
 		}
 		l.node[r], l.local[r] = k, len(l.nodes[k])
 		l.nodes[k] = append(l.nodes[k], r)
+	}
+	l.perNode = len(l.nodes[0])
+	for _, ranks := range l.nodes {
+		if len(ranks) != l.perNode {
+			l.perNode = 0
+		}
 	}
 	return l
 }

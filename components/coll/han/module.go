@@ -15,6 +15,7 @@ type module struct {
 	*layout
 	log     *mca.Logger
 	segment int
+	spread  int // coll_han_allreduce_spread_bytes
 	// phase names the component chosen for each operation's phases, ""
 	// for the slot's own (coll_han_<op>_low and _up).
 	phase [coll.NumOps][2]string
@@ -33,6 +34,10 @@ type module struct {
 type parts struct {
 	node    coll.Sub // this rank's node
 	leaders coll.Sub // the nodes' leaders; nil on the other ranks
+	// peers are the ranks in this rank's place (its rank in its node) on
+	// every node, made when every node holds the same number of ranks: the
+	// spread allreduce's network phase.
+	peers coll.Sub
 	// low and up are the functions of the chosen components, by the
 	// operation of the phase (an allreduce's low phases are a reduce and a
 	// bcast); nil: the slot's own.
@@ -74,7 +79,7 @@ func (m *module) Finalize() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var errs []error
-	for _, s := range []coll.Sub{m.parts.leaders, m.parts.node} {
+	for _, s := range []coll.Sub{m.parts.peers, m.parts.leaders, m.parts.node} {
 		if s != nil {
 			errs = append(errs, s.Free())
 		}
@@ -127,6 +132,17 @@ func (m *module) makeParts(c coll.Comm) error {
 	}
 	if m.parts.leaders, err = sp.Split([][]int{leaders}, agree); err != nil {
 		return fmt.Errorf("coll han: leaders' communicator of %s: %w", c.Name(), err)
+	}
+	if m.perNode > 1 && m.spread > 0 {
+		places := make([][]int, m.perNode)
+		for _, ranks := range m.nodes {
+			for j, r := range ranks {
+				places[j] = append(places[j], r)
+			}
+		}
+		if m.parts.peers, err = sp.Split(places, agree); err != nil {
+			return fmt.Errorf("coll han: communicators of the ranks in one place on every node of %s: %w", c.Name(), err)
+		}
 	}
 	if log := m.log; log.V(mca.VerboseComponent) {
 		kv := []any{"comm", c.Name(), "nodes", len(m.nodes), "node", m.parts.node.Name(), "node_table", m.parts.node.Table().String()}

@@ -2,6 +2,7 @@ package han
 
 import (
 	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -148,6 +149,9 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
+	if p.peers != nil && n >= m.spread {
+		return m.spreadAllreduce(c, p, a)
+	}
 	in := a.Input()
 	segs := segments(n, a.Reducer.Size, m.segment)
 	var spare []byte
@@ -172,6 +176,59 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 		return p.low(coll.Allreduce, coll.Bcast, &coll.Args{Recv: a.Recv[lo:hi]})
 	}
 	return pipeline(p, segs, first, then, start)
+}
+
+// spreadAllreduce is allreduce with every rank in the network phase: the
+// ranks of a node cut the buffer into one block each, every rank reduces
+// its block of the node's inputs (sent to it by the others), allreduces it
+// with the ranks in its place on the other nodes, and the node gathers the
+// blocks. The network carries what one leader per node would send, from
+// every rank at once, and the node phases move each byte once.
+func (m *module) spreadAllreduce(c coll.Comm, p *parts, a *coll.Args) error {
+	ppn, j := m.perNode, m.local[c.Rank()]
+	in := a.Input()
+	off, length := coll.Blocks(len(a.Recv), a.Reducer.Size, ppn)
+	mine := length[j]
+	// parts[i] is node rank i's contribution to this rank's block.
+	parts := a.Scratch.Get(ppn * mine)
+	defer a.Scratch.Put(parts)
+	tag := ownTag(coll.Allreduce)
+	reqs := make([]*pml.Request, 0, 2*(ppn-1))
+	var err error
+	for i := 0; i < ppn && err == nil; i++ {
+		if i != j {
+			var r *pml.Request
+			if r, err = p.node.Irecv(parts[i*mine:(i+1)*mine], i, tag); err == nil {
+				reqs = append(reqs, r)
+			}
+		}
+	}
+	for i := 0; i < ppn && err == nil; i++ {
+		if i != j {
+			var r *pml.Request
+			if r, err = p.node.Isend(in[off[i]:off[i]+length[i]], i, tag); err == nil {
+				reqs = append(reqs, r)
+			}
+		}
+	}
+	if werr := coll.WaitAll(p.node, reqs...); err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	copy(parts[j*mine:(j+1)*mine], in[off[j]:off[j]+mine])
+	// In node rank order, for ops that are not commutative: x0 op (x1 op
+	// (… op x(ppn-1))). Every send has completed: Recv may be written.
+	acc := a.Recv[off[j] : off[j]+mine]
+	copy(acc, parts[(ppn-1)*mine:])
+	for i := ppn - 2; i >= 0; i-- {
+		a.Reducer.Apply(parts[i*mine:(i+1)*mine], acc)
+	}
+	if err := p.peers.Call(coll.Allreduce, &coll.Args{Recv: acc, InPlace: true, Reducer: a.Reducer}); err != nil {
+		return err
+	}
+	return p.node.Call(coll.Allgatherv, &coll.Args{Recv: a.Recv, InPlace: true, Counts: length, Displs: off})
 }
 
 // packed returns, for blocks of counts[r] bytes per rank, each node's
