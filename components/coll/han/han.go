@@ -76,7 +76,7 @@ func PhaseParam(op coll.Op, p Phase) string { return fmt.Sprintf("coll_han_%s_%s
 // Component is the han coll component.
 type Component struct {
 	segment, spread *params.Param
-	phase   map[coll.Op]*[2]*params.Param
+	phase           map[coll.Op]*[2]*params.Param
 }
 
 // Info describes the component.
