@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
@@ -93,6 +94,22 @@ func (i *Instance) PMLStats() PMLStats {
 		return PMLStats{}
 	}
 	return i.pml.Stats()
+}
+
+// TransportStats are what one BTL sent: Frames (fragments: messages on
+// the wire) and Bytes (their headers and payloads, the BTL's own framing
+// excluded), counted since Init.
+type TransportStats = btl.SendCounts
+
+// TransportStats returns, by BTL name ("tcp"), what each BTL in use that
+// counts its traffic has sent since Init (today: tcp; self and shm do not
+// count, and are absent). The counts only grow: for an operation, take the
+// difference of a reading before and one after. Empty after Finalize.
+func (i *Instance) TransportStats() map[string]TransportStats {
+	if i.bml == nil || i.down.Load() {
+		return map[string]TransportStats{}
+	}
+	return i.bml.SendCounts()
 }
 
 func (i *Instance) p2pUp(op string) error {

@@ -61,6 +61,7 @@ func collBench(inst *mpi.Instance, o *options, w io.Writer) error {
 		fmt.Fprintf(w, "# gompi-bench %s: %s\n", o.kind, collWhat[o.kind])
 		fmt.Fprintf(w, "# gompi %s, %d ranks, value = mean over ranks of each rank's time per call; min and max over ranks\n", mca.GompiVersion, n)
 		fmt.Fprintf(w, "# coll table of MPI_COMM_WORLD: %s\n", c.CollTable())
+		fmt.Fprintf(w, "# tcp lines: messages (frames) and bytes (headers and payloads) btl tcp sent per call of the timed loop, summed over ranks\n")
 		fmt.Fprintf(w, "# %-8s %14s %14s %14s\n", "Size", "Avg (us)", "Min (us)", "Max (us)")
 	}
 	for _, size := range sizes {
@@ -78,6 +79,10 @@ func collBench(inst *mpi.Instance, o *options, w io.Writer) error {
 		if err := c.Barrier(); err != nil {
 			return err
 		}
+		// What tcp sends between the two readings is this rank's part of
+		// the timed calls: the barrier's frames were counted when it sent
+		// them, and the loop's are when its last call returns.
+		tcp0, hasTCP := inst.TransportStats()["tcp"]
 		t0 := time.Now()
 		for i := 0; i < iters; i++ {
 			if err := op(); err != nil {
@@ -85,16 +90,23 @@ func collBench(inst *mpi.Instance, o *options, w io.Writer) error {
 			}
 		}
 		per := float64(time.Since(t0).Nanoseconds()) / 1e3 / float64(iters)
+		tcp1 := inst.TransportStats()["tcp"]
 		post := p.ns(c)
-		mine := []float64{per}
-		var sum, lo, hi [1]float64
+		// Summed: the time, tcp's frames and bytes per call, and the ranks
+		// that have tcp.
+		mine := []float64{per, float64(tcp1.Frames-tcp0.Frames) / float64(iters), float64(tcp1.Bytes-tcp0.Bytes) / float64(iters), 0}
+		if hasTCP {
+			mine[3] = 1
+		}
+		var sum [4]float64
+		var lo, hi [1]float64
 		if err := mpi.Reduce(c, mine, sum[:], mpi.Sum, 0); err != nil {
 			return err
 		}
-		if err := mpi.Reduce(c, mine, lo[:], mpi.Min, 0); err != nil {
+		if err := mpi.Reduce(c, mine[:1], lo[:], mpi.Min, 0); err != nil {
 			return err
 		}
-		if err := mpi.Reduce(c, mine, hi[:], mpi.Max, 0); err != nil {
+		if err := mpi.Reduce(c, mine[:1], hi[:], mpi.Max, 0); err != nil {
 			return err
 		}
 		if me == 0 {
@@ -102,6 +114,11 @@ func collBench(inst *mpi.Instance, o *options, w io.Writer) error {
 			if p != nil {
 				fmt.Fprintf(w, "# probe size=%d pre=%.1f post=%.1f iters=%d\n", size, pre, post, iters)
 			}
+			note := ""
+			if sum[3] == 0 {
+				note = " (btl tcp is not in use)"
+			}
+			fmt.Fprintf(w, "# tcp size=%d msgs=%.2f bytes=%.1f%s\n", size, sum[1], sum[2], note)
 		}
 	}
 	return c.Barrier()
@@ -114,6 +131,8 @@ var collWhat = map[benchKind]string{
 	allreduceKind: "Allreduce of SIZE bytes of float64, Sum (allreduce.c's MPI_DOUBLE, MPI_SUM)",
 	allgatherKind: "Allgather of SIZE bytes from every rank",
 	alltoallKind:  "Alltoall of SIZE bytes to every rank",
+	gatherKind:    "Gather of SIZE bytes from every rank to rank 0",
+	scatterKind:   "Scatter of SIZE bytes to every rank from rank 0",
 }
 
 // collCounts returns the timed and warm-up calls for a size: --iterations
@@ -182,6 +201,20 @@ func collOp(k benchKind, c *mpi.Comm, size int) (func() error, error) {
 	case alltoallKind:
 		send, recv := make([]byte, size*n), make([]byte, size*n)
 		return func() error { return mpi.Alltoall(c, send, recv) }, nil
+	case gatherKind:
+		send := make([]byte, size)
+		var recv []byte
+		if me == 0 {
+			recv = make([]byte, size*n)
+		}
+		return func() error { return mpi.Gather(c, send, recv, 0) }, nil
+	case scatterKind:
+		var send []byte
+		if me == 0 {
+			send = make([]byte, size*n)
+		}
+		recv := make([]byte, size)
+		return func() error { return mpi.Scatter(c, send, recv, 0) }, nil
 	}
 	return nil, fmt.Errorf("%s is not a collective benchmark", k)
 }

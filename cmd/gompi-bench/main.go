@@ -7,7 +7,7 @@
 //	mpirun -np 2 gompi-bench bibw    [--sizes …] [--window 64] …
 //	mpirun -np N gompi-bench idle    [--in recv|wait|finalize|barrier] [--loops N]
 //	mpirun -np N gompi-bench commcreate [--iterations N]   (or gompi-bench commcreate --goroutines N)
-//	mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [--sizes 8,1k,64k,1m] [--scale F] [--probe]
+//	mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall|gather|scatter [--sizes 8,1k,64k,1m] [--scale F] [--probe]
 //	mpirun -np N gompi-bench nbc [--sizes 8,1k,64k,1m] [--scale F] [--probe]
 //
 // GOMPI_BENCH_CPUPROFILE=prefix writes a CPU profile of each rank to
@@ -27,10 +27,16 @@
 // measurement: "# probe size=<n> pre=<ns> post=<ns>". The last comment line
 // gives rank 0's point-to-point counters (LLP hits, eager, rendezvous…).
 //
-// The collectives (barrier, bcast, reduce, allreduce, allgather, alltoall)
-// are measured as mpi-anchors/allreduce.c measures: every rank times its
+// The collectives (barrier, bcast, reduce, allreduce, allgather, alltoall,
+// gather, scatter) are measured as mpi-anchors/allreduce.c measures (and
+// bench/coll.c, its form for the other operations): every rank times its
 // calls back to back; the row is "<size> <avg> <min> <max>", the mean over
-// ranks of each rank's µs per call and the extremes.
+// ranks of each rank's µs per call and the extremes. After each row (and
+// its probe line) a comment line gives what btl tcp sent during the timed
+// calls, per call and summed over ranks, as counted by
+// Instance.TransportStats: "# tcp size=<n> msgs=<frames> bytes=<bytes>"
+// (bytes are the PML's headers and payloads, without tcp's framing; 0 when
+// no rank uses tcp).
 //
 // nbc: Ibarrier and Iallreduce, their overlap with computation as
 // mpi-anchors/nbc.c (and OSU) define it, in nbc.c's lines; then the
@@ -61,7 +67,7 @@ import (
 )
 
 const usage = `Usage: mpirun -np 2 gompi-bench latency|bw|bibw [options]
-       mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall [options]
+       mpirun -np N gompi-bench barrier|bcast|reduce|allreduce|allgather|alltoall|gather|scatter [options]
        mpirun -np N gompi-bench nbc [--sizes 8,1k,64k,1m] [--scale F] [--probe]
        mpirun -np N gompi-bench idle [--in recv|wait|finalize|barrier] [--loops N]
        mpirun -np N gompi-bench commcreate [--iterations N]
@@ -72,10 +78,12 @@ Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
   latency        blocking ping-pong; one-way time = round trip / 2 (µs)
   bw             windowed non-blocking sends from rank 0 to rank 1, then an ack (MB/s = 10^6 B/s)
   bibw           both ranks send a window to each other at once (MB/s, both directions)
-  barrier, bcast, reduce, allreduce, allgather, alltoall
+  barrier, bcast, reduce, allreduce, allgather, alltoall, gather, scatter
                  collectives over every rank, as mpi-anchors/allreduce.c: the mean over
                  ranks of each rank's time per call (µs), with the min and max; reduce
-                 and allreduce sum float64 (sizes in multiples of 8)
+                 and allreduce sum float64 (sizes in multiples of 8); rooted ones at
+                 rank 0; then a comment line per size with the messages and bytes btl
+                 tcp sent per call, summed over ranks ("# tcp size=N msgs=M bytes=B")
   nbc            Ibarrier and Iallreduce (float64 sums) as mpi-anchors/nbc.c, in its lines:
                  pure (Ixxx + Wait), cpu (a compute loop as long), ovrl (Ixxx, compute,
                  Wait), ovrl_t (the compute in 64 slices with a Test between), overlap =
@@ -91,7 +99,8 @@ Options:
   --sizes LIST|MIN:MAX   message sizes in bytes: a comma-separated list, or every power of
                          two from MIN to MAX (0 first when MIN is 0); k and m suffixes are
                          binary; at most 4m (default 0:4m; for the collectives and nbc
-                         8,1k,64k,1m, allreduce.c's; per rank for allgather and alltoall)
+                         8,1k,64k,1m, allreduce.c's; per rank for allgather, alltoall,
+                         gather and scatter)
   --iterations N         timed iterations per size, at least 1 (default: by size, as
                          mpi-anchors/pingpong.c: 20000 up to 4 KiB ... 100 at 4 MiB for
                          latency, 400 ... 4 for bw and bibw; for the collectives
@@ -141,9 +150,11 @@ const (
 	allreduceKind
 	allgatherKind
 	alltoallKind
+	gatherKind
+	scatterKind
 )
 
-var kindNames = [...]string{"latency", "bw", "bibw", "idle", "commcreate", "nbc", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"}
+var kindNames = [...]string{"latency", "bw", "bibw", "idle", "commcreate", "nbc", "barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter"}
 
 func (k benchKind) String() string {
 	return kindNames[k]

@@ -99,10 +99,10 @@ func TestBenchmarks(t *testing.T) {
 }
 
 // The collectives print a row per size (one for barrier) with the mean,
-// min and max over ranks, the mean between the two; reductions check
-// their sum.
+// min and max over ranks, the mean between the two, and a tcp line after
+// it; reductions check their sum.
 func TestCollectiveBenchmarks(t *testing.T) {
-	for _, kind := range []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall"} {
+	for _, kind := range []string{"barrier", "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter"} {
 		t.Run(kind, func(t *testing.T) {
 			out := mpirun(t, "-np", "3", bin.bench, kind, "--sizes", "8,1k,64k", "--iterations", "20", "--warmup", "2")
 			rows, comments := parseTable(t, out)
@@ -121,6 +121,9 @@ func TestCollectiveBenchmarks(t *testing.T) {
 					t.Errorf("row %q: want size %d and 0 < min <= avg <= max", r.line, want[i])
 				}
 			}
+			if tcp := tcpLines(t, comments); len(tcp) != len(want) {
+				t.Errorf("%d tcp lines, want one per size:\n%s", len(tcp), out)
+			}
 			if joined := strings.Join(comments, "\n"); !strings.Contains(joined, "Avg (us)") || !strings.Contains(joined, "coll table of MPI_COMM_WORLD: barrier=") {
 				t.Errorf("comments do not name the unit and the slot table:\n%s", joined)
 			}
@@ -130,6 +133,48 @@ func TestCollectiveBenchmarks(t *testing.T) {
 	if code := run([]string{"allreduce", "--sizes", "12"}, &stdout, &stderr); code != 2 || !strings.Contains(stderr.String(), "not a multiple of 8") {
 		t.Errorf("allreduce of 12 bytes: status %d, %s", code, stderr.String())
 	}
+}
+
+// tcpLines reads the "# tcp size=N msgs=M bytes=B" comment lines: messages
+// and bytes per call by size.
+func tcpLines(t *testing.T, comments []string) map[int][2]float64 {
+	t.Helper()
+	out := make(map[int][2]float64)
+	for _, c := range comments {
+		if !strings.HasPrefix(c, "# tcp size=") {
+			continue
+		}
+		var size int
+		var msgs, bytes float64
+		if _, err := fmt.Sscanf(c, "# tcp size=%d msgs=%g bytes=%g", &size, &msgs, &bytes); err != nil {
+			t.Fatalf("tcp line %q: %v", c, err)
+		}
+		out[size] = [2]float64{msgs, bytes}
+	}
+	return out
+}
+
+// The tcp lines count what crossed tcp: with every rank on tcp, a Gather
+// to rank 0 of 3 ranks moves at least the other two ranks' blocks, each in
+// at least one message per call, and with a header per message; on shared
+// memory alone, nothing.
+func TestCollectiveTCPCounts(t *testing.T) {
+	sizes := []int{8, 1024, 65536}
+	out := mpirun(t, "-np", "3", "--mca", "btl", "self,tcp", "--mca", "llp", "^tofu", bin.bench, "gather", "--sizes", "8,1k,64k", "--iterations", "20", "--warmup", "2")
+	_, comments := parseTable(t, out)
+	got := tcpLines(t, comments)
+	for _, size := range sizes {
+		c, ok := got[size]
+		if !ok || c[0] < 2 || c[1] <= float64(2*size) || c[1] > float64(2*size)+64*c[0] {
+			t.Errorf("size %d: %v messages and bytes per call, want at least 2 messages carrying the %d bytes with at most 64 bytes of header each:\n%s",
+				size, c, 2*size, out)
+		}
+	}
+	out = mpirun(t, "-np", "3", "--mca", "btl", "self,shm", bin.bench, "gather", "--sizes", "8", "--iterations", "20", "--warmup", "2")
+	if !strings.Contains(out, "# tcp size=8 msgs=0.00 bytes=0.0 (btl tcp is not in use)") {
+		t.Errorf("with btl self,shm, want a tcp line that says tcp is not in use:\n%s", out)
+	}
+	t.Log("\n" + out)
 }
 
 // The command of the issue: mpirun builds the benchmark from its source
@@ -161,7 +206,7 @@ func TestBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no benchmark: accepted: latency, bw, bibw, idle, commcreate, nbc, barrier, bcast, reduce, allreduce, allgather, alltoall"},
+		{nil, "no benchmark: accepted: latency, bw, bibw, idle, commcreate, nbc, barrier, bcast, reduce, allreduce, allgather, alltoall, gather, scatter"},
 		{[]string{"nbc", "--goroutines", "2"}, "nbc measures each rank's process (its CPU time): run it under mpirun, without --goroutines"},
 		{[]string{"nbc", "--sizes", "12"}, "nbc reduces float64: size 12 is not a multiple of 8"},
 		{[]string{"pingpong"}, `unknown benchmark "pingpong": accepted: latency, bw, bibw`},

@@ -201,6 +201,24 @@ func (m *BML) RegisterError(fn ErrorFunc) {
 	}
 }
 
+// SendCounts returns, by BTL name, the send counts of every module in use
+// that keeps them (SendCounter); modules that do not are absent. After
+// Finalize it is empty.
+func (m *BML) SendCounts() map[string]SendCounts {
+	out := make(map[string]SendCounts)
+	for _, mod := range m.modules {
+		if c, ok := mod.(SendCounter); ok {
+			name := mod.Attributes().Name
+			s := c.SendCounts()
+			sum := out[name]
+			sum.Frames += s.Frames
+			sum.Bytes += s.Bytes
+			out[name] = sum
+		}
+	}
+	return out
+}
+
 // Progress progresses every module and returns the fragments delivered.
 func (m *BML) Progress() int {
 	n := 0

@@ -135,3 +135,37 @@ func TestRDMASignalsAgree(t *testing.T) {
 		})
 	}
 }
+
+// counting is plain with btl.SendCounter.
+type counting struct {
+	plain
+	c btl.SendCounts
+}
+
+func (m *counting) SendCounts() btl.SendCounts { return m.c }
+
+// BML.SendCounts reports, by name, the modules that count what they send,
+// leaves out those that do not (rather than reporting zero), and is empty
+// after Finalize.
+func TestBMLSendCounts(t *testing.T) {
+	want := btl.SendCounts{Frames: 3, Bytes: 1234}
+	bml, err := newBML(t, &counting{plain{attr: btl.Attributes{Name: "fake"}}, want})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := bml.SendCounts(); len(got) != 1 || got["fake"] != want {
+		t.Errorf("SendCounts = %+v, want fake: %+v alone", got, want)
+	}
+	bml.Finalize()
+	if got := bml.SendCounts(); len(got) != 0 {
+		t.Errorf("SendCounts after Finalize = %+v, want empty", got)
+	}
+	quiet, err := newBML(t, &plain{attr: btl.Attributes{Name: "fake"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Finalize()
+	if got := quiet.SendCounts(); got == nil || len(got) != 0 {
+		t.Errorf("SendCounts of a module that does not count = %#v, want an empty map", got)
+	}
+}

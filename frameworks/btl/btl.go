@@ -45,6 +45,10 @@
 // Progress, never from inside a Send whose caller may hold locks the
 // callback takes.
 //
+// Tools and benchmarks (package mpi's Instance.TransportStats) read the
+// send counts of the modules that keep them (SendCounter, through
+// BML.SendCounts) at any time, concurrently with all of this.
+//
 // Finalize: Instance.Finalize, after its closing barrier, finalizes the
 // communicators' coll tables, the PML and the LLPs, then BML.Finalize
 // finalizes every module, and then the Base closes the components
@@ -359,6 +363,36 @@ func (g *Guard) Withdrawn() bool {
 // out of them (one copy more per byte).
 type Steerer interface {
 	RegisterSteer(tag Tag, s Steer)
+}
+
+// SendCounts are a module's counts of what it sent since it was made, for
+// every peer together.
+type SendCounts struct {
+	// Frames counts the fragments Send and Sendi accepted (each one
+	// message on the wire: a PML fragment, an eager message, a rendezvous
+	// header, an acknowledgement), whether written at once or queued; a
+	// refused Sendi or a Send that returned an error is not counted.
+	Frames uint64
+	// Bytes is the sum of their lengths as the caller gave them, header
+	// plus payload; the module's own framing is not included.
+	Bytes uint64
+}
+
+// SendCounter is an optional interface of a Module: it counts what it
+// sends, so that tools and benchmarks can report messages and bytes per
+// operation (counted, not estimated). The counts only grow; take the
+// difference of two readings for an interval.
+//
+// BML.SendCounts looks for it on every module in use; package mpi's
+// Instance.TransportStats returns that, by BTL name. If a module does not
+// implement SendCounter, it is left out: its traffic is not reported (not
+// reported as zero). Counting must be cheap enough to stay on in
+// production (an uncontended atomic add per fragment or less): SendCounts
+// may be called at any time, from any goroutine, concurrently with Send,
+// and with no other call in progress; it takes no lock that Send holds for
+// long.
+type SendCounter interface {
+	SendCounts() SendCounts
 }
 
 // Component is what a btl component implements.

@@ -42,9 +42,7 @@ func Stats(m btl.Module) (sent, received uint64) {
 	if p := mod.eps.Load(); p != nil {
 		for _, e := range *p {
 			if e != nil {
-				e.mu.Lock()
-				sent += e.sent
-				e.mu.Unlock()
+				sent += e.frames.Load()
 			}
 		}
 	}

@@ -44,6 +44,10 @@
 // with a short, growing sleep: timers fire even when busy-polling goroutines
 // keep the scheduler from polling the network.
 //
+// Every frame Send or Sendi accepts is counted with its bytes, by two
+// atomic adds on its endpoint's counters; SendCounts (btl.SendCounter)
+// sums them, for Instance.TransportStats.
+//
 // # Sleeping receivers
 //
 // The module is an rte.Watcher of its process's bell: while a waiting
@@ -399,7 +403,10 @@ func (m *module) Attributes() btl.Attributes { return m.attr }
 func (m *module) RegisterRecv(tag btl.Tag, fn btl.RecvFunc) { m.cb.RegisterRecv(tag, fn) }
 func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError(fn) }
 
-var _ btl.Steerer = (*module)(nil)
+var (
+	_ btl.Steerer     = (*module)(nil)
+	_ btl.SendCounter = (*module)(nil)
+)
 
 // RegisterSteer makes the module a btl.Steerer: large payloads of tag's
 // fragments are read straight into the place s says.

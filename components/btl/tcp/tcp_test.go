@@ -405,3 +405,136 @@ func TestWithdrawnPlacementIsDropped(t *testing.T) {
 	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("llp", "^tofu"), mpitest.WithMCA("btl_tcp_if_include", "lo"),
 		mpitest.WithMCA("btl_tcp_rcvbuf", "16k"), mpitest.WithMCA("btl_tcp_sndbuf", "16k"))
 }
+
+// SendCounts (btl.SendCounter) counts every frame Send and Sendi accept,
+// with the bytes of its header and payload (not the frame header),
+// whichever way it leaves: written at once, written in part with the rest
+// queued (a frame far larger than the socket buffers), or queued behind
+// earlier output; a Sendi that refuses is not counted, and a rank that only
+// receives counts nothing. What the sender counted, what it handed over and
+// what the receiver got must be the same frames and bytes.
+func TestSendCounts(t *testing.T) {
+	const tag = btl.TagUser + 9
+	// What rank 0 handed over, for rank 1 to compare with; nil when rank 0
+	// failed before the end.
+	handed := make(chan *btl.SendCounts, 1)
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		me, peer := r.Rank(), 1-r.Rank()
+		mod, err := tcpRoute(r, peer)
+		if err != nil {
+			return err
+		}
+		counter, ok := mod.(btl.SendCounter)
+		if !ok {
+			return fmt.Errorf("the tcp module %T is not a btl.SendCounter", mod)
+		}
+		ep := r.BML().Peer(peer).Send[0].EP
+		var got btl.SendCounts
+		done := false
+		if me == 1 {
+			mod.RegisterRecv(tag, func(_ int, _ btl.Tag, frag []byte) {
+				got.Frames++
+				got.Bytes += uint64(len(frag))
+				done = done || bytes.HasPrefix(frag, []byte("end!"))
+			})
+		}
+		if err := r.CommWorld().Barrier(); err != nil {
+			return err
+		}
+		before := counter.SendCounts()
+		deadline := time.Now().Add(30 * time.Second)
+		if me == 0 {
+			want, err := sendCounted(r, mod, ep, tag, deadline)
+			if err != nil {
+				handed <- nil
+				return err
+			}
+			handed <- &want
+			after := counter.SendCounts()
+			if delta := (btl.SendCounts{Frames: after.Frames - before.Frames, Bytes: after.Bytes - before.Bytes}); delta != want {
+				return fmt.Errorf("SendCounts went from %+v to %+v: %+v sent, want %+v", before, after, delta, want)
+			}
+			return r.CommWorld().Barrier()
+		}
+		var want *btl.SendCounts
+		for want == nil || !done {
+			if want == nil {
+				select {
+				case w := <-handed:
+					if w == nil {
+						return errors.New("rank 0 failed to send")
+					}
+					want = w
+				default:
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the last frame did not arrive in 30 s (%+v so far)", got)
+			}
+			if r.BML().Progress() == 0 {
+				runtime.Gosched()
+			}
+		}
+		if got != *want {
+			return fmt.Errorf("received %+v, but the sender handed over %+v", got, *want)
+		}
+		if after := counter.SendCounts(); after != before {
+			return fmt.Errorf("a rank that only received counted %+v, then %+v", before, after)
+		}
+		return r.CommWorld().Barrier()
+	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("llp", "^tofu"), mpitest.WithMCA("btl_tcp_if_include", "lo"),
+		mpitest.WithMCA("btl_tcp_rcvbuf", "16k"), mpitest.WithMCA("btl_tcp_sndbuf", "16k"))
+}
+
+// sendCounted sends TestSendCounts' frames, the last one's header "end!",
+// and returns what Send and Sendi accepted.
+func sendCounted(r *mpitest.Rank, mod btl.Module, ep btl.Endpoint, tag btl.Tag, deadline time.Time) (btl.SendCounts, error) {
+	var want btl.SendCounts
+	send := func(hdr, payload []byte) error {
+		for {
+			err := mod.Send(ep, tag, hdr, payload)
+			if !errors.Is(err, btl.ErrWouldBlock) {
+				if err == nil {
+					want.Frames++
+					want.Bytes += uint64(len(hdr) + len(payload))
+				}
+				return err
+			}
+			if time.Now().After(deadline) {
+				return errors.New("Send would block for 30 s")
+			}
+			r.BML().Progress()
+		}
+	}
+	sendi := func(hdr, payload []byte) bool {
+		if !mod.Sendi(ep, tag, hdr, payload) {
+			return false
+		}
+		want.Frames++
+		want.Bytes += uint64(len(hdr) + len(payload))
+		return true
+	}
+	// Sendi refuses until the connection is up (nothing counted), then
+	// writes at once.
+	for !sendi([]byte("sendi-hdr"), []byte("first")) {
+		if time.Now().After(deadline) {
+			return want, errors.New("Sendi refused for 30 s")
+		}
+		r.BML().Progress()
+		runtime.Gosched()
+	}
+	big := make([]byte, mod.Attributes().MaxSendSize-8)
+	for _, f := range [][2][]byte{
+		{[]byte("hdr only"), nil},
+		{nil, []byte("payload only")},
+		{[]byte("big-hdr!"), big}, // the kernel takes part: the rest is queued
+		{[]byte("after"), []byte("the big one, queued behind it")},
+		{[]byte("after"), make([]byte, 3000)},
+	} {
+		if err := send(f[0], f[1]); err != nil {
+			return want, err
+		}
+	}
+	sendi([]byte("maybe"), []byte("refused while output is queued; counted if not"))
+	return want, send([]byte("end!"), []byte("the last"))
+}
