@@ -97,8 +97,9 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.allreduceLarge = r.Add(params.Def{Name: "coll_tuned_allreduce_large_bytes", Type: params.Size, Level: 6, Default: "16k",
 		Help: "Allreduces of at least this many bytes with a commutative op on more than 4 ranks use Rabenseifner's reduce-scatter and allgather; smaller ones recursive doubling"})
 	c.allreduceRing = r.Add(params.Def{Name: "coll_tuned_allreduce_ring_bytes", Type: params.Size, Level: 6, Default: "128k",
-		Help: "Allreduces of at least this many bytes with a commutative op go round a ring (on 2 ranks from 1k): measured on 2 cores, " +
-			"the ring moves the least data and wins from there (2 ranks, 1 MiB: 390 µs against 519 for recursive doubling)"})
+		Help: "Allreduces of at least this many bytes with a commutative op go round a ring (on 2 ranks of one node from 1k): measured on 2 cores, " +
+			"the ring moves the least data and wins from there (2 ranks, 1 MiB: 390 µs against 519 for recursive doubling); between nodes " +
+			"its second round trip costs more than the bytes it saves below this size"})
 	c.allgatherLarge = r.Add(params.Def{Name: "coll_tuned_allgather_large_bytes", Type: params.Size, Level: 6, Default: "64k",
 		Help: "Allgathers gathering at least this many bytes in all go round a ring; smaller ones by Bruck's algorithm (recursive doubling on powers of two)"})
 	c.alltoallSmall = r.Add(params.Def{Name: "coll_tuned_alltoall_small_bytes", Type: params.Size, Level: 6, Default: "256",
@@ -120,6 +121,7 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 		alltoallSmall:  int(b.Get(c.alltoallSmall).Uint()),
 	}
 	m.segment = max(m.segment, 1)
+	m.spansNodes = spansNodes(comm)
 	for op := coll.Op(0); op < coll.NumOps; op++ {
 		if c.forced[op] == nil {
 			continue // an empty slot: lower modules fill it
@@ -130,8 +132,28 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	return Priority, m, nil
 }
 
+// spansNodes reports whether comm's ranks run on more than one node; a
+// communicator that cannot tell (no coll.Node) counts as one node.
+func spansNodes(comm coll.Comm) bool {
+	node, ok := comm.(coll.Node)
+	if !ok {
+		return false
+	}
+	nodeOf := node.Runtime().Job().NodeOf
+	first := nodeOf[node.WorldRank(0)]
+	for r := 1; r < comm.Size(); r++ {
+		if nodeOf[node.WorldRank(r)] != first {
+			return true
+		}
+	}
+	return false
+}
+
 // module is tuned for one communicator.
 type module struct {
+	// spansNodes: the ranks are on several nodes, so that messages cross a
+	// network, where a round trip costs more than on one node.
+	spansNodes                                                                        bool
 	log                                                                               *mca.Logger
 	forced                                                                            [coll.NumOps]int
 	slots                                                                             coll.Slots
@@ -202,14 +224,17 @@ func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
 		return 1
 	case coll.Allreduce:
 		// Measured (gompi-bench allreduce, near placement, 2 cores): at 2
-		// ranks the ring wins from 1 KiB; at 4 recursive doubling up to
-		// 64 KiB, the ring from 256 KiB (204 µs against 447); Rabenseifner
-		// is for more ranks than 2 cores could tell.
+		// ranks of one node the ring wins from 1 KiB; at 4 recursive
+		// doubling up to 64 KiB, the ring from 256 KiB (204 µs against
+		// 447); Rabenseifner is for more ranks than 2 cores could tell.
+		// Between two nodes (coll han's leaders) the ring's second round
+		// trip over tcp costs more than the half it saves, below the ring's
+		// threshold.
 		bytes := len(a.Recv)
 		switch {
 		case !commutative:
 			return 1
-		case (n == 2 && bytes >= 1024) || bytes >= m.allreduceRing:
+		case (n == 2 && bytes >= 1024 && !m.spansNodes) || bytes >= m.allreduceRing:
 			return 3
 		case n > 4 && bytes >= m.allreduceLarge:
 			return 2

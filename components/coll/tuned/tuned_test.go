@@ -167,6 +167,18 @@ func TestRules(t *testing.T) {
 			t.Errorf("%s on %d ranks, %d bytes: %s, want %s", c.op, c.n, c.bytes, got, c.want)
 		}
 	}
+	// Two ranks on two nodes (coll han's leaders): recursive doubling up
+	// to the ring's threshold, whose second round trip crosses the network.
+	across := &module{segment: m.segment, allreduceLarge: m.allreduceLarge, allreduceRing: m.allreduceRing, spansNodes: true}
+	for _, c := range []struct {
+		bytes int
+		want  string
+	}{{1024, "recursive_doubling"}, {64 << 10, "recursive_doubling"}, {128 << 10, "ring"}} {
+		a := &coll.Args{Send: make([]byte, c.bytes), Recv: make([]byte, c.bytes), Reducer: sum}
+		if got := across.choose(coll.Allreduce, colltest.NewWorld(2, false).Comm(0), a).name; got != c.want {
+			t.Errorf("allreduce on 2 ranks of 2 nodes, %d bytes: %s, want %s", c.bytes, got, c.want)
+		}
+	}
 	m.forced[coll.Allreduce] = 3 // ring
 	w := colltest.NewWorld(4, false)
 	if got := m.choose(coll.Allreduce, w.Comm(0), &coll.Args{Recv: make([]byte, 8), Reducer: sum}).name; got != "ring" {
