@@ -126,13 +126,20 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 	if err := pipeline(p, segs, first, nil, start); err != nil {
 		return err
 	}
+	return m.handToRoot(p, me, a, rootLeader, acc)
+}
+
+// handToRoot ends a rooted operation whose result is at the root's node's
+// leader (result there) when the root is another rank of that node: the
+// leader sends it, the root receives it into Recv.
+func (m *module) handToRoot(p *parts, me int, a *coll.Args, rootLeader int, result []byte) error {
 	switch {
 	case a.Root == rootLeader:
 		return nil
 	case me == rootLeader:
-		return p.node.Send(acc, m.local[a.Root], ownTag(coll.Reduce))
+		return p.node.Send(result, m.local[a.Root], ownTag(a.Op))
 	case me == a.Root:
-		return coll.RecvExactly(p.node, a.Recv, 0, ownTag(coll.Reduce))
+		return coll.RecvExactly(p.node, a.Recv, 0, ownTag(a.Op))
 	}
 	return nil
 }
@@ -325,15 +332,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 			copy(res[r*block:(r+1)*block], all[rankOff[r]:rankOff[r]+block])
 		}
 	}
-	switch {
-	case a.Root == rootLeader:
-		return nil
-	case me == rootLeader:
-		return p.node.Send(res, m.local[a.Root], ownTag(coll.Gather))
-	case me == a.Root:
-		return coll.RecvExactly(p.node, a.Recv, 0, ownTag(coll.Gather))
-	}
-	return nil
+	return m.handToRoot(p, me, a, rootLeader, res)
 }
 
 // scatter: the root's node's leader gets the root's blocks (from the root
