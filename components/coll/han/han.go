@@ -41,6 +41,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -145,6 +146,10 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	}
 	m := &module{layout: l, log: b.Logger("coll").Named("han"), segment: int(b.Get(c.segment).Uint()),
 		spread: int(b.Get(c.spread).Uint())}
+	var err error
+	if m.anyReducer, err = datatype.ReducerFor[int64](datatype.Max); err != nil {
+		return 0, nil, err
+	}
 	known := b.Catalog().Components("coll")
 	for _, op := range filled {
 		for _, p := range []Phase{Low, Up} {

@@ -3,8 +3,10 @@ package han
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -16,6 +18,8 @@ type module struct {
 	log     *mca.Logger
 	segment int
 	spread  int // coll_han_allreduce_spread_bytes
+	// anyReducer is int64 max: the ranks' agreement on whether any failed.
+	anyReducer datatype.Reducer
 	// phase names the component chosen for each operation's phases, ""
 	// for the slot's own (coll_han_<op>_low and _up).
 	phase [coll.NumOps][2]string
@@ -151,6 +155,37 @@ func (m *module) makeParts(c coll.Comm) error {
 		}
 		log.Log(mca.VerboseComponent, "parts made", kv...)
 	}
+	// The phases' components are checked where their parts are (the
+	// leaders' on leaders only); every rank then learns whether any rank
+	// failed, so that none waits in a phase a failed rank never enters.
+	chosen := m.choosePhases()
+	failed := []int64{0}
+	if chosen != nil {
+		failed[0] = 1
+	}
+	a := &coll.Args{Op: coll.Allreduce, Recv: datatype.Bytes(failed), InPlace: true, Reducer: m.anyReducer}
+	if err := agree(c, a); err != nil {
+		return fmt.Errorf("coll han: %s: agreeing on the phases' components: %w", c.Name(), err)
+	}
+	switch {
+	case chosen != nil:
+		return chosen
+	case failed[0] != 0:
+		var set []string
+		for op, names := range m.phase {
+			if names[Up] != "" {
+				set = append(set, PhaseParam(coll.Op(op), Up)+" = "+names[Up])
+			}
+		}
+		return mpierr.Errorf(mpierr.ErrArg, "coll han: %s: a leader cannot run its phase with the component that "+
+			"%s names (the leaders' errors say which operation and what is accepted there)", c.Name(), strings.Join(set, ", "))
+	}
+	return nil
+}
+
+// choosePhases finds the functions of the components coll_han_<op>_low
+// and _up name, in this rank's parts.
+func (m *module) choosePhases() error {
 	for op, names := range m.phase {
 		for p, name := range names {
 			if name == "" {
