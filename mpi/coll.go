@@ -148,7 +148,23 @@ func (x collComm) Runtime() *rte.Runtime { return x.c.inst.rt }
 
 func (x collComm) WorldRank(r int) int { return x.c.pc.Group.World(r) }
 
-func (x collComm) Until(cond func() bool) error { return x.c.inst.pml.Engine().Until(nil, cond) }
+// Until also ends when the communicator's collectives fail (a member died,
+// or it was revoked): shared memory shows no death, and a survivor must not
+// wait for ever on a sequence number that will not move.
+func (x collComm) Until(cond func() bool) error {
+	c := x.c
+	if err := c.inst.pml.Engine().Until(nil, func() bool { return cond() || c.ft.state.Load() != 0 }); err != nil {
+		return err
+	}
+	if !cond() {
+		return c.broken("collective")
+	}
+	return nil
+}
+
+// Broken returns the error the communicator's collectives fail with (a
+// member died, or it was revoked), or nil.
+func (x collComm) Broken() error { return x.c.broken("collective") }
 
 // CollTable says which component fills each collective slot of c, as
 // "barrier=tuned bcast=tuned …" (coll_base_verbose 10 logs the same).
@@ -174,6 +190,9 @@ func (c *Comm) args(v coll.Args) *coll.Args {
 // collective runs op after the common checks.
 func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 	if err := c.check(name); err != nil {
+		return err
+	}
+	if err := c.broken(name); err != nil {
 		return err
 	}
 	var cc coll.Comm = collComm{c}

@@ -51,6 +51,9 @@ type Comm struct {
 	// keeps the nonblocking runs their Waits gave back (nbc.go).
 	nbSeq   atomic.Uint32
 	runPool sync.Pool
+	// ft is the communicator's failure state, revocation and agreements
+	// (ft.go, agree.go).
+	ft commFT
 }
 
 // newComm makes a communicator over g with a context id and tells the PML.
@@ -72,8 +75,12 @@ func (i *Instance) newPart(cid uint16, g *group.Group, name string) (*Comm, erro
 	if err := i.pml.AddComm(&c.pc); err != nil {
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
+	// Known to failures before its table is resolved: a component's
+	// setup may wait on a member that is dead already.
+	i.registerFT(c)
 	t, err := coll.Resolve(i.base, collComm{c})
 	if err != nil {
+		i.unregisterFT(c)
 		i.pml.DelComm(&c.pc)
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}

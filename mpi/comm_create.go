@@ -197,6 +197,7 @@ func (c *Comm) Free() error {
 	if err := c.coll.Finalize(); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}
+	c.inst.unregisterFT(c)
 	if err := c.inst.pml.DelComm(&c.pc); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)
 	}

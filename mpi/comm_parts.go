@@ -54,6 +54,7 @@ func (x collComm) Split(parts [][]int, agree coll.Func) (coll.Sub, error) {
 	if err == nil {
 		var pc *Comm
 		if pc, err = c.inst.newPart(uint16(cid), g, fmt.Sprintf("%s.part(%d,%d)", c.name, mine[0], cid)); err == nil {
+			c.inst.adoptFT(c, pc)
 			return subComm{collComm{pc}}, nil
 		}
 	}
@@ -87,6 +88,7 @@ func (x subComm) Free() error {
 		return nil
 	}
 	err := c.coll.Finalize()
+	c.inst.unregisterFT(c)
 	if derr := c.inst.pml.DelComm(&c.pc); err == nil {
 		err = derr
 	}

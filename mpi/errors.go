@@ -26,6 +26,11 @@ const (
 	ErrUnsupportedOp = mpierr.ErrUnsupportedOp
 	ErrProcAborted   = mpierr.ErrProcAborted
 	ErrProcFailed    = mpierr.ErrProcFailed
+	// ErrProcFailedPending: an AnySource receive on a communicator with a
+	// failed member not yet acknowledged (Comm.AckFailed).
+	ErrProcFailedPending = mpierr.ErrProcFailedPending
+	// ErrRevoked: the communicator was revoked (Comm.Revoke).
+	ErrRevoked = mpierr.ErrRevoked
 )
 
 // ErrorClass returns the MPI class of err: mpierr.Success for nil,

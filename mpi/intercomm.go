@@ -143,8 +143,11 @@ func (i *Instance) newInterComm(cid uint16, local *Comm, remote *group.Group, na
 		lc.Free()
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)
 	}
+	i.registerFT(c)
+	i.adoptFT(c, lc)
 	t, err := coll.ResolveInter(i.base, interColl{collComm{c}})
 	if err != nil {
+		i.unregisterFT(c)
 		i.pml.DelComm(&c.pc)
 		lc.Free()
 		return nil, fmt.Errorf("mpi: %s: %w", name, err)

@@ -83,6 +83,8 @@ type Instance struct {
 	// nbc is the nonblocking collectives in flight and the goroutine that
 	// advances them (nbc.go).
 	nbc nbcState
+	// ft is what the instance knows of failed processes (ft.go).
+	ft ftState
 	// down is set by Finalize and Abort: calls fail with ErrComm after it.
 	down atomic.Bool
 	// groupTransport, when set (tests: export_test.go), wraps the parent
@@ -204,6 +206,7 @@ func (i *Instance) setupComms() error {
 	}
 	i.pml = m
 	i.setupNBC()
+	i.setupFT()
 	i.cids.set(0, true)
 	i.cids.set(1, true)
 	if i.world, err = i.newComm(0, i.groups.world, "MPI_COMM_WORLD"); err != nil {

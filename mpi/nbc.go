@@ -159,6 +159,9 @@ func (i *Instance) startRun(r *nbcRun) error {
 	if err := r.c.check(r.name); err != nil {
 		return err
 	}
+	if err := r.c.broken(r.name); err != nil {
+		return err
+	}
 	tag := coll.NBTag(r.c.nbSeq.Add(1) - 1)
 	if err := r.plan.Start(tag); err != nil {
 		return fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)

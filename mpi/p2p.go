@@ -146,6 +146,9 @@ func (c *Comm) checkRecv(op string, src, tag int) error {
 	if (tag < 0 || tag > MaxTag) && tag != AnyTag {
 		return mpierr.Errorf(mpierr.ErrTag, "mpi: %s on %s: tag %d: accepted: 0 to MaxTag (%d), or AnyTag", op, c.name, tag, MaxTag)
 	}
+	if src == AnySource {
+		return c.anySourceBlocked(op)
+	}
 	return nil
 }
 

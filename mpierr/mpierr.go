@@ -52,6 +52,8 @@ const (
 	ErrUnsupportedOp     Class = 52
 	ErrProcAborted       Class = 74
 	ErrProcFailed        Class = 75 // a peer the operation needs has died
+	ErrProcFailedPending Class = 76 // an AnySource receive while a failure is not acknowledged
+	ErrRevoked           Class = 77 // the communicator was revoked
 	ErrSession           Class = 78
 	ErrValueTooLarge     Class = 79
 	ErrUnsupportedParam  Class = 90 // gompi: a configuration value that cannot be honoured
@@ -87,6 +89,8 @@ var names = map[Class]struct{ name, text string }{
 	ErrUnsupportedOp:     {"MPI_ERR_UNSUPPORTED_OPERATION", "operation not supported"},
 	ErrProcAborted:       {"MPI_ERR_PROC_ABORTED", "a process aborted"},
 	ErrProcFailed:        {"MPI_ERR_PROC_FAILED", "a process failed"},
+	ErrProcFailedPending: {"MPI_ERR_PROC_FAILED_PENDING", "a process failed; the receive may still match"},
+	ErrRevoked:           {"MPI_ERR_REVOKED", "the communicator was revoked"},
 	ErrValueTooLarge:     {"MPI_ERR_VALUE_TOO_LARGE", "value too large"},
 	ErrSession:           {"MPI_ERR_SESSION", "invalid session"},
 	ErrUnsupportedParam:  {"GOMPI_ERR_PARAM", "invalid MCA parameter"},

@@ -27,6 +27,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/internal/mpihook"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -37,7 +38,16 @@ import (
 // Rank is one goroutine rank.
 type Rank struct {
 	*mpi.Instance
+	die func()
 }
+
+// Die ends the rank as a process killed with SIGKILL under mpirun
+// --enable-recovery would end: its transports close with no goodbye, the
+// launcher (the in-process PMI server) tells the other ranks it died and
+// lets their launcher barriers go on without it, and the rank's goroutine
+// stops. Run counts the rank neither failed nor finalized. It does not
+// return.
+func (r *Rank) Die() { r.die() }
 
 // Option configures Run.
 type Option func(*config)
@@ -246,7 +256,11 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 		wg.Add(1)
 		go func(rank int) {
 			defer wg.Done()
-			if err := runRank(rank, env, client, hood, &cfg, fn, logf); err != nil {
+			dead := func() {
+				client.Close()
+				srv.Failed(rank)
+			}
+			if err := runRank(rank, env, client, hood, &cfg, fn, logf, dead); err != nil {
 				if fail.add(err) {
 					srv.Shutdown()
 				}
@@ -259,16 +273,19 @@ func run(n int, fn func(r *Rank) error, logf func(string, ...any), opts ...Optio
 
 // runRank runs one rank and turns its failures (error, panic, Abort) into an
 // error.
-func runRank(rank int, env []string, conn net.Conn, hood *rte.Neighborhood, cfg *config, fn func(*Rank) error, logf func(string, ...any)) (err error) {
+func runRank(rank int, env []string, conn net.Conn, hood *rte.Neighborhood, cfg *config, fn func(*Rank) error, logf func(string, ...any), dead func()) (err error) {
 	// What a rank logs goes to the test's log, one line at a time.
 	w := writerFunc(func(p []byte) (int, error) {
 		logf("%s", strings.TrimSuffix(string(p), "\n"))
 		return len(p), nil
 	})
 	exited := false // set by Exit, on this goroutine
+	died := false   // set by Die, on this goroutine
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("rank %d panicked: %v\n%s", rank, p, debug.Stack())
+		} else if died {
+			err = nil
 		} else if exited && err == nil {
 			err = fmt.Errorf("rank %d stopped (Abort or the job ended)", rank)
 		}
@@ -280,7 +297,13 @@ func runRank(rank int, env []string, conn net.Conn, hood *rte.Neighborhood, cfg 
 	if err != nil {
 		return fmt.Errorf("rank %d: %w", rank, err)
 	}
-	if err := fn(&Rank{Instance: inst}); err != nil {
+	die := func() {
+		died = true
+		mpihook.Crash(inst)
+		dead()
+		runtime.Goexit()
+	}
+	if err := fn(&Rank{Instance: inst, die: die}); err != nil {
 		return fmt.Errorf("rank %d: %w", rank, err)
 	}
 	if !inst.Finalized() {

@@ -278,8 +278,14 @@ type Node interface {
 	// polling, yielding and sleeping as its wait policy says, so that a
 	// wait on shared memory behaves as every other blocking call. Writers
 	// of what cond reads ring sleeping readers (rte.Bell.RingPeer) after
-	// publishing.
+	// publishing. It also ends, with the error Broken returns, when the
+	// communicator's collectives fail.
 	Until(cond func() bool) error
+	// Broken returns the error the communicator's collectives fail with
+	// once a member died or it was revoked, nil before: a component that
+	// polls shared memory without Until (a nonblocking plan's Progress)
+	// looks at it, since a dead peer's sequence number never moves.
+	Broken() error
 }
 
 // Finalizer is an optional interface of a Module, for modules that hold

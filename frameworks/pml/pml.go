@@ -118,6 +118,28 @@ type Comm struct {
 	State any
 }
 
+// Scope is which of a communicator's operations Interrupt ends: by tag.
+type Scope uint8
+
+const (
+	// ScopeCollective covers gompi's own traffic on the communicator
+	// (negative tags other than AnyTag): its collectives.
+	ScopeCollective Scope = 1 << iota
+	// ScopePointToPoint covers the user's tags (0..MaxTag, and AnyTag in
+	// receives).
+	ScopePointToPoint
+	// ScopeAll covers both.
+	ScopeAll = ScopeCollective | ScopePointToPoint
+)
+
+// Covers reports whether s covers an operation with tag.
+func (s Scope) Covers(tag int) bool {
+	if tag >= 0 || tag == AnyTag {
+		return s&ScopePointToPoint != 0
+	}
+	return s&ScopeCollective != 0
+}
+
 // Module is a selected PML: one per instance. Every method is safe for
 // concurrent use by several goroutines. Arguments are valid (see the package
 // comment); buffers belong to the PML from the call until the operation
@@ -167,6 +189,30 @@ type Module interface {
 	// straight into a slot the peer polls (the tofu coll barrier relies
 	// on it).
 	LLPReaches(c *Comm) bool
+
+	// Interrupt ends with err every operation on c that s covers and that
+	// has not completed (posted receives, receives and rendezvous sends
+	// under way), and makes every later one fail with err at once, for the
+	// communicator's life: the failure of a member (mpi fails collectives,
+	// ScopeCollective) or its revocation (ScopeAll) must wake ranks that
+	// wait on live peers which will never answer. Sends still queued for
+	// the transport go out: a hole in a pair's sequence would stall the
+	// pair's later messages. Calls add scopes; the first err of a scope
+	// stays.
+	Interrupt(c *Comm, s Scope, err error)
+	// FailAnySource completes with err every AnySource receive with a user
+	// tag posted on c (ULFM's MPI_ERR_PROC_FAILED_PENDING); later ones are
+	// the caller's to refuse.
+	FailAnySource(c *Comm, err error)
+	// Notify sends msg to world rank w as a notice: a control message,
+	// outside every communicator's matching, that the handler given to
+	// OnNotice receives at w when w progresses, in the order sent. It may
+	// be called from a notice handler. msg is copied; it fails when msg is
+	// longer than the route's eager limit or w is lost.
+	Notify(w int, msg []byte) error
+	// OnNotice sets the handler of notices, before any is sent; it runs
+	// inside Progress, from whichever goroutine progresses.
+	OnNotice(fn func(src int, msg []byte))
 
 	// Progress moves every transport and the PML's own queued work once; it
 	// returns how many things happened (0: nothing moved).

@@ -89,6 +89,12 @@ func (p *nbPlan) Start(int) error {
 }
 
 func (p *nbPlan) Progress() (bool, error) {
+	if p.state != nbDone {
+		if err := p.m.node.Broken(); err != nil {
+			p.finish()
+			return true, err
+		}
+	}
 	p.advance()
 	return p.state == nbDone, nil
 }

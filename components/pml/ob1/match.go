@@ -3,6 +3,7 @@ package ob1
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/group"
@@ -28,6 +29,9 @@ type comm struct {
 	wild    reqList // posted AnySource receives, in posting order
 	unexAll msgList // unexpected messages of every peer, in matching order
 	postSeq uint64  // posting order of receives
+
+	// intr is what Interrupt made of the communicator (nil: nothing).
+	intr atomic.Pointer[interruption]
 }
 
 // sendPeer is the send side of one (communicator, peer) pair.
@@ -162,6 +166,8 @@ func (m *module) dispatch(src int, frag []byte) {
 		m.onFrag(src, frag)
 	case hdrFin:
 		m.onFin(src, frag)
+	case hdrNotice:
+		m.onNotice(src, frag)
 	default:
 		m.bad(src, fmt.Errorf("unknown header type %d", frag[0]))
 	}

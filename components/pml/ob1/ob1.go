@@ -116,6 +116,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		lost:     make([]atomic.Bool, job.Size),
 		sends:    map[uint64]*sendReq{},
 		recvs:    map[uint64]*recvReq{},
+		quietIDs: map[uint64]struct{}{},
 		orphans:  map[uint16][]*inMsg{},
 	}
 	empty := []*comm{}
@@ -161,7 +162,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 			}
 		}
 	}
-	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin} {
+	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
 	env.BML.RegisterSteer(tagOf(hdrFrag), m.fragSteer())
@@ -216,6 +217,11 @@ type module struct {
 	nextID uint64
 	sends  map[uint64]*sendReq
 	recvs  map[uint64]*recvReq
+	// quietIDs are the requests Interrupt failed: their peer's late
+	// control messages and fragments are dropped without a word.
+	quietIDs map[uint64]struct{}
+	// notice is OnNotice's handler.
+	notice noticeHandler
 
 	// Queued work, pushed by Progress: control messages that found no
 	// room, rendezvous sends with fragments to push, peers whose queue holds

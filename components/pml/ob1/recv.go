@@ -242,7 +242,9 @@ func (m *module) onFrag(src int, frag []byte) {
 			return
 		}
 	}
-	m.bad(src, err)
+	if err != errQuiet {
+		m.bad(src, err)
+	}
 }
 
 // fragTarget finds the receive a FRAG of n bytes is for, and checks that
@@ -251,6 +253,9 @@ func (m *module) fragTarget(src int, f fragHdr, n int) (*recvReq, error) {
 	m.reqMu.Lock()
 	r := m.recvs[f.dstReq]
 	m.reqMu.Unlock()
+	if r == nil && m.quiet(f.dstReq) {
+		return nil, errQuiet
+	}
 	if r == nil || r.world != src {
 		return nil, fmt.Errorf("FRAG for request %d, which is not a receive from rank %d", f.dstReq, src)
 	}
@@ -301,7 +306,9 @@ func (m *module) fragSteer() btl.Steer {
 					return
 				}
 			}
-			m.bad(src, err)
+			if err != errQuiet {
+				m.bad(src, err)
+			}
 		},
 	}
 }
@@ -315,6 +322,9 @@ func (m *module) Irecv(pc *pml.Comm, buf []byte, src, tag int) (*pml.Request, er
 
 func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Envelope, error) {
 	c := pc.State.(*comm)
+	if err := c.interrupted(tag); err != nil {
+		return pml.Envelope{Source: src, Tag: tag}, err
+	}
 	if src != pml.AnySource {
 		if env, ok, err := m.recvFast(c, buf, src, tag); ok {
 			return env, err
@@ -341,6 +351,12 @@ func envelope(st pml.Status) pml.Envelope {
 // post matches r with the earliest fitting unexpected message, or posts it.
 func (m *module) post(c *comm, r *recvReq) {
 	c.mu.Lock()
+	if err := c.interrupted(r.tag); err != nil {
+		c.mu.Unlock()
+		r.st = pml.Status{Source: r.src, Tag: r.tag}
+		r.finish(err)
+		return
+	}
 	if msg := c.findUnexpected(r.src, r.tag); msg != nil {
 		c.takeUnexpected(msg)
 		c.mu.Unlock()
@@ -387,8 +403,11 @@ func (m *module) Probe(pc *pml.Comm, src, tag int) (pml.Status, error) {
 	var ok bool
 	err := m.eng.Until(nil, func() bool {
 		_, st, ok = c.probe(src, tag, false)
-		return ok
+		return ok || c.interrupted(tag) != nil
 	})
+	if err == nil && !ok {
+		err = c.interrupted(tag)
+	}
 	return st, err
 }
 
@@ -412,8 +431,11 @@ func (m *module) Mprobe(pc *pml.Comm, src, tag int) (*pml.Message, pml.Status, e
 	err := m.eng.Until(nil, func() bool {
 		var ok bool
 		msg, st, ok = c.probe(src, tag, true)
-		return ok
+		return ok || c.interrupted(tag) != nil
 	})
+	if err == nil && msg == nil {
+		err = c.interrupted(tag)
+	}
 	if err != nil {
 		return nil, st, err
 	}

@@ -38,7 +38,10 @@ type sendReq struct {
 	fhdr      [fragLen]byte
 
 	finished atomic.Bool
-	mod      *module
+	// firstSent: the first fragment of a rendezvous went out (Interrupt
+	// fails only those: a queued one keeps the pair's sequence).
+	firstSent atomic.Bool
+	mod       *module
 }
 
 // Recycle gives an eager send back to the free list, once the Wait that
@@ -63,6 +66,9 @@ func lostErr(dst, world int) error {
 // Send is the blocking send, and the only path that tries the LLP.
 func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) error {
 	c := pc.State.(*comm)
+	if err := c.interrupted(tag); err != nil {
+		return err
+	}
 	w := c.send[dst].world
 	sp := &c.send[dst]
 	sp.mu.Lock()
@@ -137,6 +143,9 @@ func (m *module) bufferedLocked(c *comm, sp *sendPeer, buf []byte, dst, w, tag i
 
 func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) (*pml.Request, error) {
 	c := pc.State.(*comm)
+	if err := c.interrupted(tag); err != nil {
+		return nil, err
+	}
 	w := c.send[dst].world
 	sp := &c.send[dst]
 	if mode == pml.Buffered {
@@ -335,6 +344,14 @@ func (m *module) first(r *sendReq) bool {
 	if isWouldBlock(err) {
 		return false
 	}
+	if err == nil {
+		r.firstSent.Store(true)
+		if x := c.intr.Load(); x.errFor(r.tag) != nil && m.unregister(r) {
+			// Interrupted while it was queued: fail it now that its
+			// header holds its place in the sequence.
+			r.finish(x.errFor(r.tag))
+		}
+	}
 	if err != nil {
 		m.noteLost(r.world, err)
 		m.unregister(r)
@@ -362,6 +379,9 @@ func (m *module) lookupSend(world int, id uint64, what string) *sendReq {
 	m.reqMu.Lock()
 	r := m.sends[id]
 	m.reqMu.Unlock()
+	if r == nil && m.quiet(id) {
+		return nil // interrupted: its receiver did not know yet
+	}
 	if r == nil || r.world != world {
 		m.bad(world, fmt.Errorf("%s for request %d, which is not a send to rank %d", what, id, world))
 		return nil
