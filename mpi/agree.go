@@ -196,9 +196,15 @@ func (c *Comm) agreeTryDecide(k uint32, r *agreement) bool {
 	}
 	r.decided, r.value = true, adopted
 	msg := agreeMsg(c, noticeDecide, k, true, adopted)
-	for q := 0; q < c.pc.Size; q++ {
+	// Highest rank first: when this rank dies half-way, the next
+	// coordinator (the lowest) is the likeliest not to have the decision,
+	// so the adoption path is the common one, not a rare race.
+	for q := c.pc.Size - 1; q >= 0; q-- {
 		if w := c.pc.Group.World(q); q != c.pc.Rank && !c.inst.isDead(w) {
 			c.inst.pml.Notify(w, msg)
+			if h := c.inst.agreeHook; h != nil {
+				h(k, q)
+			}
 		}
 	}
 	return true

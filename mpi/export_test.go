@@ -9,3 +9,7 @@ func (i *Instance) WrapCreateGroupTransport(f func(*Comm) pml.Transport) { i.gro
 // ContextID is the communicator's context id: tests check that ids are
 // reused after Free.
 func (c *Comm) ContextID() int { return int(c.pc.CID) }
+
+// OnAgreeDecision makes a coordinator call fn(k, to) after it sends the
+// decision of its agreement k to rank to: tests kill it half-way through.
+func (i *Instance) OnAgreeDecision(fn func(k uint32, to int)) { i.agreeHook = fn }

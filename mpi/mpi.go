@@ -85,6 +85,9 @@ type Instance struct {
 	nbc nbcState
 	// ft is what the instance knows of failed processes (ft.go).
 	ft ftState
+	// agreeHook, when set (tests: export_test.go), is called by a
+	// coordinator after each decision it sends.
+	agreeHook func(k uint32, to int)
 	// down is set by Finalize and Abort: calls fail with ErrComm after it.
 	down atomic.Bool
 	// groupTransport, when set (tests: export_test.go), wraps the parent

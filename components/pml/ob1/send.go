@@ -59,6 +59,19 @@ func (r *sendReq) finish(err error) {
 	r.Complete(pml.Status{Source: r.dst, Tag: r.tag, Err: err})
 }
 
+// sendErr is the error of a send to dst that the transport refused: a
+// peer the transport lost is a failed process (ErrProcFailed), as ULFM
+// has it, whatever class the transport gave.
+func sendErr(dst int, how string, err error) error {
+	if how != "" {
+		how = " " + how
+	}
+	if errors.Is(err, btl.ErrPeerLost) {
+		return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d%s: %w", dst, how, err)
+	}
+	return fmt.Errorf("ob1: send to rank %d%s: %w", dst, how, err)
+}
+
 func lostErr(dst, world int) error {
 	return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: world rank %d is lost", dst, world)
 }
@@ -92,7 +105,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 			if err != llp.ErrNotAvailable && !errors.Is(err, llp.ErrNotAvailable) {
 				sp.mu.Unlock()
 				m.noteLost(w, err)
-				return fmt.Errorf("ob1: send to rank %d by the llp: %w", dst, err)
+				return sendErr(dst, "by the llp", err)
 			}
 			m.nLLPFallbacks.Add(1)
 		}
@@ -110,7 +123,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 				if !isWouldBlock(err) {
 					sp.mu.Unlock()
 					m.noteLost(w, err)
-					return fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+					return sendErr(dst, "", err)
 				}
 			}
 		}
@@ -179,7 +192,7 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 			}
 			if !isWouldBlock(err) {
 				sp.mu.Unlock()
-				return nil, fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+				return nil, sendErr(dst, "", err)
 			}
 		}
 	}
@@ -355,7 +368,7 @@ func (m *module) first(r *sendReq) bool {
 	if err != nil {
 		m.noteLost(r.world, err)
 		m.unregister(r)
-		r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
+		r.finish(sendErr(r.dst, "", err))
 	}
 	// A rendezvous now waits in the table for its ACK or FIN.
 	return true
@@ -452,7 +465,7 @@ func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 		if err != nil {
 			m.noteLost(r.world, err)
 			if m.unregister(r) {
-				r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
+				r.finish(sendErr(r.dst, "", err))
 			}
 			return sent, true
 		}
