@@ -157,14 +157,14 @@ func (x collComm) Until(cond func() bool) error {
 		return err
 	}
 	if !cond() {
-		return c.broken("collective")
+		return c.brokenCause()
 	}
 	return nil
 }
 
 // Broken returns the error the communicator's collectives fail with (a
 // member died, or it was revoked), or nil.
-func (x collComm) Broken() error { return x.c.broken("collective") }
+func (x collComm) Broken() error { return x.c.brokenCause() }
 
 // CollTable says which component fills each collective slot of c, as
 // "barrier=tuned bcast=tuned …" (coll_base_verbose 10 logs the same).

@@ -124,10 +124,10 @@ func (i *Instance) adoptFT(parent, part *Comm) {
 	st := parent.ft.state.Load()
 	f.mu.Unlock()
 	if st&ftFailed != 0 {
-		i.interruptComm(part, ftFailed, parent.collErr("collectives"))
+		i.interruptComm(part, ftFailed, parent.failedCause())
 	}
 	if st&ftRevoked != 0 {
-		i.interruptComm(part, ftRevoked, parent.revokedErr("operations"))
+		i.interruptComm(part, ftRevoked, parent.revokedCause())
 	}
 }
 
@@ -217,9 +217,9 @@ func (i *Instance) isDead(w int) bool {
 // failComm fails c's collectives, and its AnySource receives, for the
 // death of world rank w.
 func (i *Instance) failComm(c *Comm, w int) {
-	i.interruptComm(c, ftFailed, c.collErr("collectives"))
+	i.interruptComm(c, ftFailed, c.failedCause())
 	if c.pc.Local == nil || c.pc.Group.Rank(w) != group.Undefined {
-		i.pml.FailAnySource(&c.pc, c.pendingErr("an AnySource receive"))
+		i.pml.FailAnySource(&c.pc, c.pendingErr("Recv"))
 	}
 }
 
@@ -285,35 +285,46 @@ func (c *Comm) describeDead() string {
 	return strings.Join(parts, ", ")
 }
 
-// collErr is the ErrProcFailed error of what on c.
-func (c *Comm) collErr(what string) error {
-	return mpierr.Errorf(mpierr.ErrProcFailed, "mpi: %s on %s: %s failed; Shrink makes a communicator of the survivors",
-		what, c.name, c.describeDead())
+// failedCause is the ErrProcFailed error of c's collectives, without the
+// call's name: the PML's interrupted operations carry it, and the call
+// that waited in one names itself around it.
+func (c *Comm) failedCause() error {
+	return mpierr.Errorf(mpierr.ErrProcFailed, "%s of %s failed; Shrink makes a communicator of the survivors",
+		c.describeDead(), c.name)
 }
 
-// pendingErr is the ErrProcFailedPending error of what on c.
-func (c *Comm) pendingErr(what string) error {
-	return mpierr.Errorf(mpierr.ErrProcFailedPending, "mpi: %s on %s: %s failed and is not acknowledged (AckFailed)",
-		what, c.name, c.describeDead())
+// revokedCause is failedCause for a revoked c.
+func (c *Comm) revokedCause() error {
+	return mpierr.Errorf(mpierr.ErrRevoked, "%s was revoked; Shrink makes a new communicator of its survivors", c.name)
 }
 
-// revokedErr is the ErrRevoked error of what on c.
-func (c *Comm) revokedErr(what string) error {
-	return mpierr.Errorf(mpierr.ErrRevoked, "mpi: %s on %s: the communicator was revoked; Shrink makes a new one", what, c.name)
+// pendingErr is the ErrProcFailedPending error of an AnySource receive
+// (call name) on c.
+func (c *Comm) pendingErr(name string) error {
+	return mpierr.Errorf(mpierr.ErrProcFailedPending, "mpi: %s from AnySource on %s: %s failed and is not acknowledged (AckFailed)",
+		name, c.name, c.describeDead())
 }
 
-// broken returns the error a collective on c fails with at once, or nil:
-// one atomic load when nothing failed.
-func (c *Comm) broken(name string) error {
+// brokenCause is the cause a collective on c fails with, or nil: one
+// atomic load when nothing failed.
+func (c *Comm) brokenCause() error {
 	st := c.ft.state.Load()
 	switch {
 	case st == 0:
 		return nil
 	case st&ftRevoked != 0:
-		return c.revokedErr(name)
+		return c.revokedCause()
 	default:
-		return c.collErr(name)
+		return c.failedCause()
 	}
+}
+
+// broken is brokenCause named for the call that finds it at its start.
+func (c *Comm) broken(name string) error {
+	if err := c.brokenCause(); err != nil {
+		return fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
+	}
+	return nil
 }
 
 // anySourceBlocked returns the ErrProcFailedPending error of an AnySource
@@ -406,7 +417,7 @@ func (i *Instance) revoke(c *Comm, from int) {
 	if !first {
 		return
 	}
-	i.interruptComm(c, ftRevoked, c.revokedErr("operations"))
+	i.interruptComm(c, ftRevoked, c.revokedCause())
 	msg := noticeHeader(noticeRevoke, c)
 	for _, w := range c.otherMembers() {
 		if w != from && !i.isDead(w) {
