@@ -80,7 +80,7 @@ const cidWindowWords = 4
 // not a power of two), and all take the lowest id left; a window with none
 // free everywhere sends them on to the next.
 func (c *Comm) createGroupLwgrp(g *Group, members []int, tag int) (*Comm, error) {
-	var t pml.Transport = c
+	var t pml.Transport = c.guarded(members)
 	if c.inst.groupTransport != nil {
 		t = c.inst.groupTransport(c)
 	}

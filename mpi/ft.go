@@ -40,8 +40,9 @@ const (
 // communicators that knowledge reaches.
 type ftState struct {
 	mu    sync.Mutex
-	dead  []bool // by world rank
-	order []int  // the world ranks, in the order learned
+	dead  []bool       // by world rank
+	order []int        // the world ranks, in the order learned
+	known atomic.Int32 // len(order), read without mu
 	// comms are the live communicators (parts and intercommunicators'
 	// local copies too), by context id, for failures and notices.
 	comms map[uint16]*Comm
@@ -190,6 +191,7 @@ func (i *Instance) procFailed(w int) {
 	}
 	f.dead[w] = true
 	f.order = append(f.order, w)
+	f.known.Store(int32(len(f.order)))
 	var hit []*Comm
 	for _, c := range f.comms {
 		if c.hasMember(w) && c.ft.parent == nil {
@@ -505,4 +507,74 @@ func (i *Instance) crash() {
 	i.down.Store(true)
 	i.finalizeNBC()
 	i.finalizeLayers()
+}
+
+// guardedTransport is c's point-to-point for an algorithm among members
+// (CreateGroup's light-weight group): user tags, which a member's death
+// does not interrupt (only collectives' are), so its receives give up
+// themselves once any member is known dead. A member that waits on a live
+// one whose own wait failed would otherwise wait for ever.
+type guardedTransport struct {
+	*Comm
+	worlds []int // the members' world ranks
+}
+
+func (c *Comm) guarded(members []int) guardedTransport {
+	worlds := make([]int, len(members))
+	for k, r := range members {
+		worlds[k] = c.pc.Group.World(r)
+	}
+	return guardedTransport{c, worlds}
+}
+
+// lost returns the ErrProcFailed error of a member known dead, or nil.
+func (t guardedTransport) lost() error {
+	f := &t.inst.ft
+	if f.known.Load() == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range t.worlds {
+		if f.dead[w] {
+			return mpierr.Errorf(mpierr.ErrProcFailed, "world rank %d, a member, failed", w)
+		}
+	}
+	return nil
+}
+
+func (t guardedTransport) Recv(buf []byte, src, tag int) (pml.Status, error) {
+	req, err := t.Irecv(buf, src, tag)
+	if err != nil {
+		return pml.Status{Err: err}, err
+	}
+	return t.wait(req)
+}
+
+func (t guardedTransport) Sendrecv(sbuf []byte, dst, stag int, rbuf []byte, src, rtag int) (pml.Status, error) {
+	req, err := t.Irecv(rbuf, src, rtag)
+	if err != nil {
+		return pml.Status{Err: err}, err
+	}
+	if err := t.Send(sbuf, dst, stag); err != nil {
+		req.Cancel()
+		return pml.Status{Err: err}, err
+	}
+	return t.wait(req)
+}
+
+// wait waits for req, or until a member is known dead: then the receive is
+// taken back, unless it matched meanwhile.
+func (t guardedTransport) wait(req *Request) (pml.Status, error) {
+	err := t.inst.pml.Engine().Until(nil, func() bool { return req.Done() || t.lost() != nil })
+	if err == nil && !req.Done() {
+		if lerr := t.lost(); lerr != nil && req.Cancel() {
+			return pml.Status{Err: lerr}, lerr
+		}
+	}
+	if err != nil {
+		req.Cancel()
+		return pml.Status{Err: err}, err
+	}
+	return req.Wait()
 }

@@ -30,7 +30,10 @@ func survive(r *mpitest.Rank, victim, dieAt int) error {
 		if w.Rank() == victim && it == dieAt {
 			r.Die()
 		}
-		err := mpi.Allreduce(w, []int64{int64(w.Rank())}, sum[:], mpi.Sum)
+		err := w.Barrier()
+		if err == nil {
+			err = mpi.Allreduce(w, []int64{int64(w.Rank())}, sum[:], mpi.Sum)
+		}
 		if err != nil {
 			if !failedOrRevoked(err) {
 				return fmt.Errorf("iteration %d: %w, want ErrProcFailed", it, err)
@@ -74,6 +77,7 @@ func TestFailureReachesEveryCollective(t *testing.T) {
 		{"sm", ""},
 		{"tuned", "^sm"},
 		{"basic", "basic,self"},
+		{"tofu", "tofu,basic,self"},
 	} {
 		for _, victim := range []int{0, 2} {
 			t.Run(fmt.Sprintf("%s/victim%d", sel.name, victim), func(t *testing.T) {
@@ -81,7 +85,12 @@ func TestFailureReachesEveryCollective(t *testing.T) {
 				if sel.coll != "" {
 					opts = append(opts, mpitest.WithMCA("coll", sel.coll))
 				}
-				runBounded(t, 4, func(r *mpitest.Rank) error { return survive(r, victim, 5) }, opts...)
+				runBounded(t, 4, func(r *mpitest.Rank) error {
+					if tab := r.CommWorld().CollTable(); !strings.Contains(tab, "allreduce="+sel.name) && !strings.Contains(tab, "barrier="+sel.name) {
+						return fmt.Errorf("the world's table %q: want %s in it", tab, sel.name)
+					}
+					return survive(r, victim, 5)
+				}, opts...)
 			})
 		}
 	}
@@ -310,7 +319,8 @@ func TestFailureAcrossNodes(t *testing.T) {
 // with a dead member. Making communicators from it collectively fails at
 // once; point-to-point with live peers works; AnySource receives fail with
 // ErrProcFailedPending until AckFailed; Failed names the dead; CreateGroup
-// of the survivors works; an intercommunicator with the dead rank in the
+// of a group with the dead rank fails on every member, of the survivors
+// works; an intercommunicator with the dead rank in the
 // other group fails its collectives.
 func TestFailedCommunicator(t *testing.T) {
 	const victim = 3
@@ -379,6 +389,11 @@ func TestFailedCommunicator(t *testing.T) {
 			if err := w.Send([]byte{8}, 0, 3); err != nil {
 				return err
 			}
+		}
+		// CreateGroup of a group that holds the dead rank: those that
+		// wait on it directly and those that wait on them all fail.
+		if _, err := w.CreateGroup(w.Group(), 13); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("CreateGroup with the dead rank in the group: %v, want ErrProcFailed", err)
 		}
 		survivors, err := w.Group().Excl([]int{victim})
 		if err != nil {
