@@ -506,7 +506,10 @@ func (i *Instance) crash() {
 	i.mu.Unlock()
 	i.down.Store(true)
 	i.finalizeNBC()
+	// A dead process's children (coll plugins) go with it.
+	i.collTables.finalizeAll()
 	i.finalizeLayers()
+	i.base.Close()
 }
 
 // guardedTransport is c's point-to-point for an algorithm among members

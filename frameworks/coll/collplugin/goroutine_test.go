@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
@@ -75,6 +76,50 @@ func TestPluginWithGoroutineRanks(t *testing.T) {
 	}
 	if len(pids) > 0 {
 		t.Errorf("plugin processes remain after Finalize: %v", pids)
+	}
+	pluginScheduleAfterDeath(t, dir, exe)
+}
+
+// A rank's death reaches the collectives a plugin process plans: the
+// plugin's barrier runs as a schedule of the host's point-to-point, which
+// the failure interrupts, so every survivor's Barrier fails with
+// ErrProcFailed instead of waiting on a peer that left it; and no plugin
+// process remains, the dead rank's included.
+// TestPluginWithGoroutineRanks runs it after its own job: a process
+// reads the plugin path once.
+func pluginScheduleAfterDeath(t *testing.T, dir, exe string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+			w := r.CommWorld()
+			if !strings.Contains(w.CollTable(), "barrier=once ") {
+				return fmt.Errorf("rank %d: the plugin's barrier is not in the table: %s", w.Rank(), w.CollTable())
+			}
+			for i := 0; ; i++ {
+				if w.Rank() == 2 && i == 5 {
+					r.Die()
+				}
+				if err := w.Barrier(); err != nil {
+					if !errors.Is(err, mpi.ErrProcFailed) {
+						return fmt.Errorf("rank %d: Barrier %d: %v, want ErrProcFailed", w.Rank(), i, err)
+					}
+					return nil
+				}
+			}
+		}, mpitest.WithMCA(mca.ComponentPathName, dir))
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		panic(t.Name() + ": the job with a death hung")
+	}
+	pids, err := pluginProcesses(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) > 0 {
+		t.Errorf("plugin processes remain after the job: %v", pids)
 	}
 }
 
