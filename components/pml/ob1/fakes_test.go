@@ -234,6 +234,28 @@ func (c *tloop) lose(jobID string, rank int) {
 	}
 }
 
+// dieQuietly makes a rank unreachable without a report: the others find
+// out at their next send to it, as a TCP connection's first write after
+// the peer's death does.
+func (c *tloop) dieQuietly(jobID string, rank int) {
+	c.mu.Lock()
+	hub := c.hubs[jobID]
+	c.mu.Unlock()
+	hub.mu.Lock()
+	hub.dead[rank] = true
+	hub.mu.Unlock()
+}
+
+// isDead reports whether a rank was made unreachable.
+func (c *tloop) isDead(jobID string, rank int) bool {
+	c.mu.Lock()
+	hub := c.hubs[jobID]
+	c.mu.Unlock()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	return hub.dead[rank]
+}
+
 type tloopEP struct{ rank int }
 
 func (e *tloopEP) Rank() int        { return e.rank }

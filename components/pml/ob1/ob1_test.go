@@ -3,6 +3,7 @@ package ob1_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/gompi/gompi/internal/p2pcheck"
@@ -162,6 +163,38 @@ func TestPeerLost(t *testing.T) {
 			return fmt.Errorf("receive from a lost rank: %v, want ErrProcFailed", err)
 		}
 		return c.Send(make([]byte, 8), 1, 5)
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"))
+}
+
+// The send that finds a peer lost, before the transport has reported it,
+// fails with ErrProcFailed as the later ones do, blocking or not.
+func TestSendFindsPeerLost(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		switch c.Rank() {
+		case 2:
+			_, err := c.Recv(nil, 0, 1)
+			return err
+		case 1:
+			if _, err := c.Recv(nil, 0, 1); err != nil {
+				return err
+			}
+			theBTL.dieQuietly(r.JobID(), 1)
+			return nil
+		}
+		if err := c.Send(nil, 1, 1); err != nil {
+			return err
+		}
+		if err := c.Send(nil, 2, 1); err != nil {
+			return err
+		}
+		for !theBTL.isDead(r.JobID(), 1) {
+			runtime.Gosched()
+		}
+		if err := c.Send(make([]byte, 10), 1, 6); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("first send to a rank lost unreported: %v, want ErrProcFailed", err)
+		}
+		return nil
 	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"))
 }
 

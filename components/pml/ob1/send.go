@@ -63,6 +63,18 @@ func lostErr(dst, world int) error {
 	return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: world rank %d is lost", dst, world)
 }
 
+// sendErr is a transport's error for a send to rank dst. A send that finds
+// the peer lost fails with ErrProcFailed, as one to a peer already known
+// lost does (lostErr), not with the transport's ErrProcAborted: under
+// --enable-recovery the first send to meet a death is as much a process
+// failure as the later ones.
+func sendErr(dst int, err error) error {
+	if errors.Is(err, btl.ErrPeerLost) {
+		return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: %w", dst, err)
+	}
+	return fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+}
+
 // Send is the blocking send, and the only path that tries the LLP.
 func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode) error {
 	c := pc.State.(*comm)
@@ -110,7 +122,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 				if !isWouldBlock(err) {
 					sp.mu.Unlock()
 					m.noteLost(w, err)
-					return fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+					return sendErr(dst, err)
 				}
 			}
 		}
@@ -179,7 +191,7 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 			}
 			if !isWouldBlock(err) {
 				sp.mu.Unlock()
-				return nil, fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+				return nil, sendErr(dst, err)
 			}
 		}
 	}
@@ -355,7 +367,7 @@ func (m *module) first(r *sendReq) bool {
 	if err != nil {
 		m.noteLost(r.world, err)
 		m.unregister(r)
-		r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
+		r.finish(sendErr(r.dst, err))
 	}
 	// A rendezvous now waits in the table for its ACK or FIN.
 	return true
@@ -452,7 +464,7 @@ func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 		if err != nil {
 			m.noteLost(r.world, err)
 			if m.unregister(r) {
-				r.finish(fmt.Errorf("ob1: send to rank %d: %w", r.dst, err))
+				r.finish(sendErr(r.dst, err))
 			}
 			return sent, true
 		}
