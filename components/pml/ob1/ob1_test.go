@@ -115,6 +115,21 @@ func TestRGetFails(t *testing.T) {
 	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_get", "fail"))
 }
 
+// An RGET whose read finds the sender gone fails the receive with
+// ErrProcFailed, as every operation on a lost peer does.
+func TestRGetFindsPeerLost(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		if c.Rank() == 0 {
+			return c.Send(make([]byte, 50000), 1, 3)
+		}
+		if _, err := c.Recv(make([]byte, 50000), 0, 3); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("a read from a lost peer: %v, want ErrProcFailed", err)
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_get", "lost"))
+}
+
 // Small transport queues: sends wait for room, nothing is lost or
 // reordered, and nothing deadlocks when every rank sends at once.
 func TestSmallTransportQueue(t *testing.T) {

@@ -63,16 +63,21 @@ func lostErr(dst, world int) error {
 	return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: world rank %d is lost", dst, world)
 }
 
-// sendErr is a transport's error for a send to rank dst. A send that finds
-// the peer lost fails with ErrProcFailed, as one to a peer already known
-// lost does (lostErr), not with the transport's ErrProcAborted: under
-// --enable-recovery the first send to meet a death is as much a process
-// failure as the later ones.
+// sendErr is a transport's error for a send to rank dst.
 func sendErr(dst int, err error) error {
+	return failedIfLost(fmt.Errorf("ob1: send to rank %d: %w", dst, err))
+}
+
+// failedIfLost tags err, a transport's error, with ErrProcFailed when it
+// says the peer is lost: the operation that finds a peer lost fails as the
+// later ones on it do (lostErr, peerLost), not with the transport's
+// ErrProcAborted, for under --enable-recovery the first operation to meet a
+// death is as much a process failure as the rest.
+func failedIfLost(err error) error {
 	if errors.Is(err, btl.ErrPeerLost) {
-		return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: %w", dst, err)
+		return mpierr.Wrap(mpierr.ErrProcFailed, err)
 	}
-	return fmt.Errorf("ob1: send to rank %d: %w", dst, err)
+	return err
 }
 
 // Send is the blocking send, and the only path that tries the LLP.
