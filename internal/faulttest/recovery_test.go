@@ -106,6 +106,8 @@ var (
 	readyLine     = regexp.MustCompile(`(?m)^ready (\d+) (\d+) (\w+)$`)
 	failedLine    = regexp.MustCompile(`(?m)^failed (\d+) (\d+) (\S+) (\w+) (\d+)$`)
 	recoveredLine = regexp.MustCompile(`(?m)^recovered (\d+) (\d+) ([\d,]+)$`)
+	finalizedLine = regexp.MustCompile(`(?m)^finalized (\d+)$`)
+	mpirunLine    = regexp.MustCompile(`(?m)^mpirun: rank (\d+) .*$`)
 )
 
 // recoverRound runs one job of np ranks under --enable-recovery, kills a
@@ -228,6 +230,15 @@ func recoverRound(t *testing.T, btl string, np int, cpus []int) (r recoveryRound
 	for _, m := range recovered {
 		if m[2] != strconv.Itoa(np-1) || m[3] != strings.Join(survivors, ",") {
 			errorf("a survivor's shrunk communicator has %s ranks, world ranks %s; want %d, %s", m[2], m[3], np-1, strings.Join(survivors, ","))
+		}
+	}
+	if f := finalizedLine.FindAllStringSubmatch(j.Stdout.String(), -1); len(f) != np-1 {
+		errorf("%d survivors finalized, want %d", len(f), np-1)
+	}
+	// mpirun reports the victim's death and no other.
+	for _, m := range mpirunLine.FindAllStringSubmatch(j.Stderr.String(), -1) {
+		if m[1] != strconv.Itoa(victim) {
+			errorf("mpirun reported another rank: %s", m[0])
 		}
 	}
 	if !r.hung && j.Code != 128+int(syscall.SIGKILL) {

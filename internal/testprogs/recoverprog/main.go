@@ -15,6 +15,7 @@
 //	failed <rank> <unixnano> <class> <op> <iteration>
 //	                                      a collective failed at that wall-clock time
 //	recovered <rank> <size> <world ranks of the shrunk communicator, comma-separated>
+//	finalized <world rank>                Finalize returned
 //
 // An error other than ErrProcFailed or ErrRevoked, a wrong result, a wrong
 // size or sum after Shrink ends the rank with a message and status 1.
@@ -93,9 +94,11 @@ func main() {
 	if err := recoverAfter(world); err != nil {
 		die("%v", err)
 	}
+	me := world.Rank()
 	if err := inst.Finalize(); err != nil {
 		die("Finalize: %v", err)
 	}
+	fmt.Printf("finalized %d\n", me)
 }
 
 // recoverAfter shrinks w after a death and checks the survivors' communicator.
