@@ -31,8 +31,8 @@ func (i *Instance) CommSelf() *Comm { return i.self }
 // that is not ProcNull, or AnySource for receives), ErrTag (a tag outside
 // 0..MaxTag, or AnyTag for receives), ErrTruncate (a message longer than the
 // receive buffer: the buffer holds its start, Status.Count says how much),
-// ErrBuffer (buffered sends without room), ErrProcAborted (the peer or the
-// job is lost), ErrPending (WaitContext gave up).
+// ErrBuffer (buffered sends without room), ErrProcFailed (the peer is
+// lost), ErrProcAborted (the job is lost), ErrPending (WaitContext gave up).
 type Comm struct {
 	inst  *Instance
 	pc    pml.Comm

@@ -14,4 +14,18 @@
 // killed rank was named first:
 //
 //	GOMPI_FAULT_ROUNDS=100 go test -v -run TestFaults -timeout 2h ./internal/faulttest
+//
+// TestRecovery is the recovery suite: jobs of 4 and 6 ranks under mpirun
+// --enable-recovery, over shm and tcp, beside the hog, each rank looping
+// over random blocking collectives (one seed for all, random roots, sizes
+// around coll sm's and coll tuned's limits) until the test kills a random
+// rank at a random moment. Every survivor must get ErrProcFailed or
+// ErrRevoked within 1 s of the kill, shrink the world to the others, run
+// 100 Allreduce with the right sums on it and finalize; mpirun must exit
+// 137 (the victim's status), within 20 s, leaving no process and no file in
+// /dev/shm. The same knob sets its rounds per transport and size, and it
+// logs the time from the kill to the last survivor's error (min/median/max)
+// and the hangs:
+//
+//	GOMPI_FAULT_ROUNDS=100 go test -v -run TestRecovery -timeout 3h ./internal/faulttest
 package faulttest

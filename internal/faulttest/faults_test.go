@@ -19,11 +19,12 @@ import (
 	"github.com/gompi/gompi/internal/testutil"
 )
 
-var bin struct{ mpirun, faultprog string }
+var bin struct{ mpirun, faultprog, recoverprog string }
 
 func TestMain(m *testing.M) {
 	testutil.Main(m, map[*string]string{
-		&bin.mpirun: "../../cmd/mpirun", &bin.faultprog: "../testprogs/faultprog"})
+		&bin.mpirun: "../../cmd/mpirun", &bin.faultprog: "../testprogs/faultprog",
+		&bin.recoverprog: "../testprogs/recoverprog"})
 }
 
 // endBound is the liveness bound of the issue: a job ends within 3 s of a

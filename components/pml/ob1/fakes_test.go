@@ -24,7 +24,8 @@ import (
 //     with, the BTL messages sent after them.
 //   - btl "tloop": an in-process BTL with a small queue per receiver (flow
 //     control), RDMA Get that works, is refused (btl.ErrNoRDMA) or fails
-//     (btl_tloop_get = ok | refuse | fail), and a way to lose a rank.
+//     (btl_tloop_get = ok | refuse | fail | lost: the peer is lost), and a
+//     way to lose a rank.
 //
 // The ranks of one job find each other through the component value, which
 // every instance in the process shares, by job id.
@@ -176,7 +177,7 @@ func (c *tloop) Register(r *mca.Registrar) {
 	c.common = btl.RegisterCommon(r, c.name, btl.Defaults{Exclusivity: 1000, EagerLimit: 4096, MaxSendSize: 16384, Latency: 5, Bandwidth: 1000})
 	c.enable = r.Add(params.Def{Name: p + "enable", Type: params.Bool, Level: 9, Default: "false", Help: "test only"})
 	c.queue = r.Add(params.Def{Name: p + "queue", Type: params.Size, Level: 9, Default: "64k", Help: "test only"})
-	c.get = r.Add(params.Def{Name: p + "get", Type: params.String, Level: 9, Default: "ok", Help: "test only: ok, refuse, fail"})
+	c.get = r.Add(params.Def{Name: p + "get", Type: params.String, Level: 9, Default: "ok", Help: "test only: ok, refuse, fail, lost"})
 }
 
 func (c *tloop) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
@@ -232,6 +233,28 @@ func (c *tloop) lose(jobID string, rank int) {
 	for _, m := range others {
 		m.cb.Lost(rank, fmt.Errorf("tloop: rank %d lost: %w", rank, btl.ErrPeerLost))
 	}
+}
+
+// dieQuietly makes a rank unreachable without a report: the others find
+// out at their next send to it, as a TCP connection's first write after
+// the peer's death does.
+func (c *tloop) dieQuietly(jobID string, rank int) {
+	c.mu.Lock()
+	hub := c.hubs[jobID]
+	c.mu.Unlock()
+	hub.mu.Lock()
+	hub.dead[rank] = true
+	hub.mu.Unlock()
+}
+
+// isDead reports whether a rank was made unreachable.
+func (c *tloop) isDead(jobID string, rank int) bool {
+	c.mu.Lock()
+	hub := c.hubs[jobID]
+	c.mu.Unlock()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	return hub.dead[rank]
 }
 
 type tloopEP struct{ rank int }
@@ -325,6 +348,8 @@ func (m *tloopMod) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error 
 		return fmt.Errorf("tloop: refused by configuration: %w", btl.ErrNoRDMA)
 	case "fail":
 		return mpierr.Errorf(mpierr.ErrIntern, "tloop: Get failed by configuration")
+	case "lost":
+		return fmt.Errorf("tloop: Get from rank %d: %w", ep.Rank(), btl.ErrPeerLost)
 	}
 	return btl.CMARead(desc, off, dst)
 }

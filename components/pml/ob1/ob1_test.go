@@ -3,6 +3,7 @@ package ob1_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/gompi/gompi/internal/p2pcheck"
@@ -114,6 +115,21 @@ func TestRGetFails(t *testing.T) {
 	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_get", "fail"))
 }
 
+// An RGET whose read finds the sender gone fails the receive with
+// ErrProcFailed, as every operation on a lost peer does.
+func TestRGetFindsPeerLost(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		if c.Rank() == 0 {
+			return c.Send(make([]byte, 50000), 1, 3)
+		}
+		if _, err := c.Recv(make([]byte, 50000), 0, 3); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("a read from a lost peer: %v, want ErrProcFailed", err)
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloop_get", "lost"))
+}
+
 // Small transport queues: sends wait for room, nothing is lost or
 // reordered, and nothing deadlocks when every rank sends at once.
 func TestSmallTransportQueue(t *testing.T) {
@@ -162,6 +178,38 @@ func TestPeerLost(t *testing.T) {
 			return fmt.Errorf("receive from a lost rank: %v, want ErrProcFailed", err)
 		}
 		return c.Send(make([]byte, 8), 1, 5)
+	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"))
+}
+
+// The send that finds a peer lost, before the transport has reported it,
+// fails with ErrProcFailed as the later ones do, blocking or not.
+func TestSendFindsPeerLost(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		switch c.Rank() {
+		case 2:
+			_, err := c.Recv(nil, 0, 1)
+			return err
+		case 1:
+			if _, err := c.Recv(nil, 0, 1); err != nil {
+				return err
+			}
+			theBTL.dieQuietly(r.JobID(), 1)
+			return nil
+		}
+		if err := c.Send(nil, 1, 1); err != nil {
+			return err
+		}
+		if err := c.Send(nil, 2, 1); err != nil {
+			return err
+		}
+		for !theBTL.isDead(r.JobID(), 1) {
+			runtime.Gosched()
+		}
+		if err := c.Send(make([]byte, 10), 1, 6); !errors.Is(err, mpi.ErrProcFailed) {
+			return fmt.Errorf("first send to a rank lost unreported: %v, want ErrProcFailed", err)
+		}
+		return nil
 	}, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"))
 }
 

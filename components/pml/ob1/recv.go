@@ -164,7 +164,7 @@ func (m *module) runAction(a *action) {
 			var b [finLen]byte
 			m.sendCtl(a.world, hdrFin, putFin(b[:], a.srcReq))
 			r.st.Count = 0
-			r.finish(fmt.Errorf("ob1: reading a %d-byte message from rank %d: %w", a.msgLen, a.src, err))
+			r.finish(failedIfLost(fmt.Errorf("ob1: reading a %d-byte message from rank %d: %w", a.msgLen, a.src, err)))
 			return
 		}
 		if m.log.V(mca.VerboseTrace) {

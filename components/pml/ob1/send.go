@@ -59,21 +59,25 @@ func (r *sendReq) finish(err error) {
 	r.Complete(pml.Status{Source: r.dst, Tag: r.tag, Err: err})
 }
 
-// sendErr is the error of a send to dst that the transport refused: a
-// peer the transport lost is a failed process (ErrProcFailed), as ULFM
-// has it, whatever class the transport gave.
-func sendErr(dst int, how string, err error) error {
-	if how != "" {
-		how = " " + how
-	}
-	if errors.Is(err, btl.ErrPeerLost) {
-		return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d%s: %w", dst, how, err)
-	}
-	return fmt.Errorf("ob1: send to rank %d%s: %w", dst, how, err)
-}
-
 func lostErr(dst, world int) error {
 	return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: send to rank %d: world rank %d is lost", dst, world)
+}
+
+// sendErr is a transport's error for a send to rank dst.
+func sendErr(dst int, err error) error {
+	return failedIfLost(fmt.Errorf("ob1: send to rank %d: %w", dst, err))
+}
+
+// failedIfLost tags err, a transport's error, with ErrProcFailed when it
+// says the peer is lost: the operation that finds a peer lost fails as the
+// later ones on it do (lostErr, peerLost), not with the transport's
+// ErrProcAborted, for under --enable-recovery the first operation to meet a
+// death is as much a process failure as the rest.
+func failedIfLost(err error) error {
+	if errors.Is(err, btl.ErrPeerLost) {
+		return mpierr.Wrap(mpierr.ErrProcFailed, err)
+	}
+	return err
 }
 
 // Send is the blocking send, and the only path that tries the LLP.
@@ -105,7 +109,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 			if err != llp.ErrNotAvailable && !errors.Is(err, llp.ErrNotAvailable) {
 				sp.mu.Unlock()
 				m.noteLost(w, err)
-				return sendErr(dst, "by the llp", err)
+				return failedIfLost(fmt.Errorf("ob1: send to rank %d by the llp: %w", dst, err))
 			}
 			m.nLLPFallbacks.Add(1)
 		}
@@ -123,7 +127,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 				if !isWouldBlock(err) {
 					sp.mu.Unlock()
 					m.noteLost(w, err)
-					return sendErr(dst, "", err)
+					return sendErr(dst, err)
 				}
 			}
 		}
@@ -192,7 +196,7 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 			}
 			if !isWouldBlock(err) {
 				sp.mu.Unlock()
-				return nil, sendErr(dst, "", err)
+				return nil, sendErr(dst, err)
 			}
 		}
 	}
@@ -368,7 +372,7 @@ func (m *module) first(r *sendReq) bool {
 	if err != nil {
 		m.noteLost(r.world, err)
 		m.unregister(r)
-		r.finish(sendErr(r.dst, "", err))
+		r.finish(sendErr(r.dst, err))
 	}
 	// A rendezvous now waits in the table for its ACK or FIN.
 	return true
@@ -465,7 +469,7 @@ func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 		if err != nil {
 			m.noteLost(r.world, err)
 			if m.unregister(r) {
-				r.finish(sendErr(r.dst, "", err))
+				r.finish(sendErr(r.dst, err))
 			}
 			return sent, true
 		}
