@@ -196,6 +196,7 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 			}
 			if !isWouldBlock(err) {
 				sp.mu.Unlock()
+				m.noteLost(w, err)
 				return nil, sendErr(dst, err)
 			}
 		}
