@@ -477,6 +477,14 @@ func (i *Instance) onNotice(src int, msg []byte) {
 	f.mu.Lock()
 	c := f.comms[cid]
 	if c == nil {
+		if msg[0] == noticeDecide {
+			// Not kept: a decision for a communicator not made here yet
+			// comes again, as the answer to this rank's contribution,
+			// and a late one for a freed communicator must not reach a
+			// new one with the same id and members.
+			f.mu.Unlock()
+			return
+		}
 		if n := len(f.orphans[cid]); n < maxOrphans {
 			f.orphans[cid] = append(f.orphans[cid], orphan{src, append([]byte(nil), msg...)})
 		}
