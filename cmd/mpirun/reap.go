@@ -4,6 +4,10 @@ package main
 // what they left behind.
 
 import (
+	"bytes"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,17 +48,71 @@ func (j *job) drain(outputs *sync.WaitGroup) {
 	}
 }
 
-// groups returns the process group of every rank that was started.
+// groups returns the process groups to signal: every rank's not reaped
+// yet (its leader lives, so the id is still its group's), and a reaped
+// rank's only while the group holds a child of mpirun (what the rank left
+// behind, reparented to mpirun, its subreaper). Once a group's last member
+// is gone its id is free: another process may lead a group of that id
+// (another job's rank, in a test suite that runs jobs side by side), and a
+// kill of it would end a stranger. Under --enable-recovery a dead rank is
+// reaped long before the job ends, which makes that window wide.
 func (j *job) groups() []int {
 	j.mu.Lock()
-	defer j.mu.Unlock()
-	var pids []int
+	var live, reaped []int
 	for _, r := range j.ranks {
-		if r.pid > 0 {
-			pids = append(pids, r.pid)
+		switch {
+		case r.pid <= 0:
+		case r.exited:
+			reaped = append(reaped, r.pid)
+		default:
+			live = append(live, r.pid)
 		}
 	}
-	return pids
+	j.mu.Unlock()
+	if len(reaped) > 0 {
+		live = append(live, groupsWithChildren(reaped)...)
+	}
+	return live
+}
+
+// groupsWithChildren returns those of groups that hold a child of this
+// process, from /proc. A group it cannot tell about is left alone.
+func groupsWithChildren(groups []int) []int {
+	want := map[int]bool{}
+	for _, g := range groups {
+		want[g] = true
+	}
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	me := os.Getpid()
+	var out []int
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid pgrp …; comm may hold anything.
+		end := bytes.LastIndexByte(stat, ')')
+		if end < 0 {
+			continue
+		}
+		f := strings.Fields(string(stat[end+1:]))
+		if len(f) < 3 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgrp, _ := strconv.Atoi(f[2])
+		if ppid == me && want[pgrp] {
+			out = append(out, pgrp)
+			delete(want, pgrp)
+		}
+	}
+	return out
 }
 
 // signalAll sends sig to every rank's process group. A rank not reaped yet
