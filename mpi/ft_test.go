@@ -19,6 +19,22 @@ func failedOrRevoked(err error) bool {
 	return errors.Is(err, mpi.ErrProcFailed) || errors.Is(err, mpi.ErrRevoked)
 }
 
+// selection is a collective component the failure tests run under, with
+// the coll setting that makes it serve (empty: the default).
+type selection struct{ name, coll string }
+
+var (
+	smSel    = selection{"sm", ""}
+	tunedSel = selection{"tuned", "^sm"} // sm would take the small operations
+)
+
+func (s selection) opts() []mpitest.Option {
+	if s.coll == "" {
+		return nil
+	}
+	return []mpitest.Option{mpitest.WithMCA("coll", s.coll)}
+}
+
 // survive is the program of the issue: a loop of Allreduce on the world
 // until one fails (the victim dies in iteration dieAt), then Shrink, check
 // the size, and 100 Allreduce with the right sums on the survivors.
@@ -73,24 +89,15 @@ func survive(r *mpitest.Rank, victim, dieAt int) error {
 // under each collective component: every survivor gets ErrProcFailed, and
 // Shrink gives them a working communicator.
 func TestFailureReachesEveryCollective(t *testing.T) {
-	for _, sel := range []struct{ name, coll string }{
-		{"sm", ""},
-		{"tuned", "^sm"},
-		{"basic", "basic,self"},
-		{"tofu", "tofu,basic,self"},
-	} {
+	for _, sel := range []selection{smSel, tunedSel, {"basic", "basic,self"}, {"tofu", "tofu,basic,self"}} {
 		for _, victim := range []int{0, 2} {
 			t.Run(fmt.Sprintf("%s/victim%d", sel.name, victim), func(t *testing.T) {
-				var opts []mpitest.Option
-				if sel.coll != "" {
-					opts = append(opts, mpitest.WithMCA("coll", sel.coll))
-				}
 				runBounded(t, 4, func(r *mpitest.Rank) error {
 					if tab := r.CommWorld().CollTable(); !strings.Contains(tab, "allreduce="+sel.name) && !strings.Contains(tab, "barrier="+sel.name) {
 						return fmt.Errorf("the world's table %q: want %s in it", tab, sel.name)
 					}
 					return survive(r, victim, 5)
-				}, opts...)
+				}, sel.opts()...)
 			})
 		}
 	}
@@ -117,12 +124,8 @@ func runBounded(t *testing.T, n int, fn func(r *mpitest.Rank) error, opts ...mpi
 // will never answer; every wait ends with ErrRevoked, later calls too, and
 // Agree and Shrink still work on the revoked communicator.
 func TestRevokeWakesEveryWait(t *testing.T) {
-	for _, sel := range []struct{ name, coll string }{{"sm", ""}, {"tuned", "^sm"}} {
+	for _, sel := range []selection{smSel, tunedSel} {
 		t.Run(sel.name, func(t *testing.T) {
-			var opts []mpitest.Option
-			if sel.coll != "" {
-				opts = append(opts, mpitest.WithMCA("coll", sel.coll))
-			}
 			runBounded(t, 4, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
 				var buf [8]byte
@@ -172,7 +175,7 @@ func TestRevokeWakesEveryWait(t *testing.T) {
 					return fmt.Errorf("Allreduce after Shrink: %d, %v; want 6", sum[0], err)
 				}
 				return s.Free()
-			}, opts...)
+			}, sel.opts()...)
 		})
 	}
 }
@@ -260,12 +263,8 @@ func TestAgreeAcrossDeaths(t *testing.T) {
 // Iallreduce and Ibcast (sm's own plans, and tuned's algorithms as
 // coroutines): their Waits fail with ErrProcFailed.
 func TestFailureReachesNonblocking(t *testing.T) {
-	for _, sel := range []struct{ name, coll string }{{"sm", ""}, {"tuned", "^sm"}} {
+	for _, sel := range []selection{smSel, tunedSel} {
 		t.Run(sel.name, func(t *testing.T) {
-			var opts []mpitest.Option
-			if sel.coll != "" {
-				opts = append(opts, mpitest.WithMCA("coll", sel.coll))
-			}
 			runBounded(t, 4, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
 				sum := make([]int64, 1)
@@ -293,7 +292,7 @@ func TestFailureReachesNonblocking(t *testing.T) {
 						return nil
 					}
 				}
-			}, opts...)
+			}, sel.opts()...)
 		})
 	}
 }
