@@ -409,3 +409,80 @@ func TestFailedCommunicator(t *testing.T) {
 		return s.Free()
 	})
 }
+
+// TestShrinkAcrossDeaths: a rank dies in a loop of Allreduce, and another
+// during the survivors' Shrink (the agreement's coordinator, half-way
+// through sending a decision): the last survivors all get a communicator of
+// the same members; when it holds the second dead rank, its collectives
+// fail and a second Shrink leaves both out.
+func TestShrinkAcrossDeaths(t *testing.T) {
+	const n = 5
+	for after := 0; after < n-2; after++ {
+		t.Run(fmt.Sprintf("after%d", after), func(t *testing.T) {
+			var mu sync.Mutex
+			members := map[int]string{}
+			runBounded(t, n, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				const first, second = 4, 0 // rank 0 coordinates Shrink's agreements
+				var sum [1]int64
+				for it := 0; ; it++ {
+					if w.Rank() == first && it == 3 {
+						r.Die()
+					}
+					if err := mpi.Allreduce(w, []int64{1}, sum[:], mpi.Sum); err != nil {
+						if !failedOrRevoked(err) {
+							return err
+						}
+						break
+					}
+				}
+				if w.Rank() == second {
+					sent := 0
+					r.OnAgreeDecision(func(k uint32, to int) {
+						if sent++; sent > after {
+							r.Die()
+						}
+					})
+				}
+				c, err := w.Shrink()
+				if err != nil {
+					return err
+				}
+				// Shrink again while the communicator's collectives fail:
+				// the second death reaches it, or it was left out already.
+				for k := 0; k < 3; k++ {
+					err := mpi.Allreduce(c, []int64{1}, sum[:], mpi.Sum)
+					if err == nil {
+						break
+					}
+					if !failedOrRevoked(err) {
+						return err
+					}
+					if c, err = c.Shrink(); err != nil {
+						return err
+					}
+				}
+				if c.Size() != n-2 || sum[0] != n-2 {
+					return fmt.Errorf("ended with %d ranks summing %d, want %d", c.Size(), sum[0], n-2)
+				}
+				g := c.Group()
+				ranks, err := g.TranslateRanks([]int{0, 1, 2}, w.Group())
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				members[w.Rank()] = fmt.Sprint(ranks)
+				mu.Unlock()
+				return nil
+			})
+			for q, m := range members {
+				if m != "[1 2 3]" {
+					t.Errorf("rank %d ended among world ranks %s, want [1 2 3]", q, m)
+				}
+			}
+			if len(members) != n-2 {
+				t.Errorf("%d survivors ended, want %d", len(members), n-2)
+			}
+		})
+	}
+}
