@@ -85,6 +85,30 @@ func twoCores(t *testing.T) []int {
 
 // startOn starts cmd from a thread bound to cpus, so that it and its
 // children (mpirun's ranks) inherit the binding.
+// What awaitOutput saw.
+const (
+	outputReady = iota
+	outputEnded // the job ended first
+	outputLate  // the time was up
+)
+
+// awaitOutput polls the job's standard output until ready finds in it what
+// the test waits for, the job ends, or within is up.
+func awaitOutput(j *testutil.Proc, within time.Duration, ready func(stdout string) bool) int {
+	deadline := time.Now().Add(within)
+	for !ready(j.Stdout.String()) {
+		select {
+		case <-j.Done:
+			return outputEnded
+		case <-time.After(2 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return outputLate
+		}
+	}
+	return outputReady
+}
+
 func startOn(t *testing.T, cmd *exec.Cmd, cpus []int) *testutil.Proc {
 	t.Helper()
 	var p *testutil.Proc
@@ -180,26 +204,21 @@ func killRound(t *testing.T, phase, btl string, maxDelay time.Duration, cpus []i
 	var pid int
 	var job string
 	deadline := time.Now().Add(30 * time.Second)
-	for pid == 0 {
-		for _, m := range phaseLine.FindAllStringSubmatch(j.Stdout.String(), -1) {
+	switch awaitOutput(j, time.Until(deadline), func(stdout string) bool {
+		for _, m := range phaseLine.FindAllStringSubmatch(stdout, -1) {
 			if m[1] == phase && m[2] == strconv.Itoa(victim) {
 				pid, _ = strconv.Atoi(m[3])
 				job = m[4]
 			}
 		}
-		if pid != 0 {
-			break
-		}
-		select {
-		case <-j.Done:
-			errorf("the job ended (status %d) before the victim reached its phase", j.Code)
-			return r
-		case <-time.After(2 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			errorf("the victim did not reach its phase within 30 s")
-			return r
-		}
+		return pid != 0
+	}) {
+	case outputEnded:
+		errorf("the job ended (status %d) before the victim reached its phase", j.Code)
+		return r
+	case outputLate:
+		errorf("the victim did not reach its phase within 30 s")
+		return r
 	}
 	// mpirun starts the ranks one after the other: the victim may say
 	// where it is before the last one exists, and every one of them must

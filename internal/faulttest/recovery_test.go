@@ -136,26 +136,20 @@ func recoverRound(t *testing.T, btl string, np int, cpus []int) (r recoveryRound
 	}()
 	pids := map[int]int{}
 	var job string
-	deadline := time.Now().Add(30 * time.Second)
-	for len(pids) < np {
-		for _, m := range readyLine.FindAllStringSubmatch(j.Stdout.String(), -1) {
+	switch awaitOutput(j, 30*time.Second, func(stdout string) bool {
+		for _, m := range readyLine.FindAllStringSubmatch(stdout, -1) {
 			rank, _ := strconv.Atoi(m[1])
 			pids[rank], _ = strconv.Atoi(m[2])
 			job = m[3]
 		}
-		if len(pids) == np {
-			break
-		}
-		select {
-		case <-j.Done:
-			errorf("the job ended (status %d) before every rank was ready", j.Code)
-			return r
-		case <-time.After(2 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			errorf("%d of %d ranks ready within 30 s", len(pids), np)
-			return r
-		}
+		return len(pids) == np
+	}) {
+	case outputEnded:
+		errorf("the job ended (status %d) before every rank was ready", j.Code)
+		return r
+	case outputLate:
+		errorf("%d of %d ranks ready within 30 s", len(pids), np)
+		return r
 	}
 	groups := rankGroups(t, j.Cmd.Process.Pid)
 	time.Sleep(time.Duration(rand.Int64N(int64(killWithin) + 1)))
