@@ -170,12 +170,11 @@ func (c *Comm) agreeTryDecide(k uint32, r *agreement) bool {
 		return false
 	}
 	var adopted []int64
-	for q, ct := range r.contrib {
+	for _, ct := range r.contrib {
 		if ct.decided {
 			adopted = ct.vals
 			break
 		}
-		_ = q
 	}
 	if adopted == nil {
 		for q := 0; q < c.pc.Size; q++ {
