@@ -110,14 +110,14 @@ func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError
 // card, probes single copy towards it, and watches its pid. The last peer
 // to map a control segment removes its file.
 func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
-	cards, err := owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
+	cards, err := m.owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
 	if err != nil {
 		return nil, err
 	}
 	// Goroutine ranks share a pid: probe single copy once per process.
 	probed := map[int]error{}
 	for _, c := range cards {
-		ep, err := m.attachPeer(c.Rank, c.Local, c.Pid, c.CtlBytes, len(cards), probed)
+		ep, err := m.attachPeer(c, len(cards), probed)
 		if err != nil {
 			return nil, err
 		}
@@ -147,8 +147,9 @@ func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 	return out, nil
 }
 
-func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int, probed map[int]error) (*endpoint, error) {
-	ctl, err := m.owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
+func (m *module) attachPeer(card shmem.Card, attachers int, probed map[int]error) (*endpoint, error) {
+	rank, local, pid := card.Rank, card.Local, card.Pid
+	ctl, err := m.owner.AttachCtl(m.log, m.job, card, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
 	if err != nil {
 		return nil, err
 	}
@@ -296,8 +297,8 @@ func (e *endpoint) connect() error {
 	}
 	writeBoxHeader(box.Mem, boxHeaderInfo{src: m.rank, dst: e.rank, pid: m.pid, size: uint64(size)})
 	e.out, e.outBox = prod, box
-	e.peerCtl.Announce(m.localIdx, uint64(size))
-	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", e.rank, "file", box.Name, "ring_bytes", size)
+	e.peerCtl.Announce(m.localIdx, uint64(size), box.Ref())
+	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", e.rank, "segment", box.Name, "ring_bytes", size)
 	return nil
 }
 
@@ -344,8 +345,11 @@ func (m *module) Progress() int {
 }
 
 // attachBoxes maps the boxes peers announced since the last look and
-// removes their files: both sides have them mapped now.
+// removes their files: both sides have them mapped now. The bell also
+// rings when a peer has mapped a segment of ours: Settle closes what no
+// peer needs to open any more.
 func (m *module) attachBoxes() {
+	m.owner.Held.Settle()
 	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx || m.in[i] != nil {
 			continue
@@ -355,11 +359,14 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		ep := m.eps[i]
-		in, err := m.openBox(ep, m.localRanks[i], size)
+		ref := m.ctl.Refs[i].Load()
+		in, err := m.openBox(ep, m.localRanks[i], size, ref)
 		if err != nil {
 			// Whatever it is, it is no box of ours: do not look again.
 			m.in[i] = &inbox{src: m.localRanks[i], failed: true}
-			owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank))
+			if ref == 0 {
+				owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank))
+			}
 			if ep != nil {
 				// A sender that finalized before we looked removed its box:
 				// that is an orderly departure, not a loss to report.
@@ -377,14 +384,14 @@ func (m *module) attachBoxes() {
 	}
 }
 
-func (m *module) openBox(ep *endpoint, src int, size uint64) (*inbox, error) {
+func (m *module) openBox(ep *endpoint, src int, size, ref uint64) (*inbox, error) {
 	if ep == nil {
 		return nil, fmt.Errorf("rank %d has no endpoint here", src)
 	}
 	if !validRingSize(size) {
 		return nil, fmt.Errorf("announced ring of %d bytes", size)
 	}
-	box, err := m.owner.OpenBox(m.job, src, m.rank, boxHeader+int(size))
+	box, err := m.owner.OpenBox(m.job, src, ep.pid, m.rank, ref, boxHeader+int(size))
 	if err != nil {
 		return nil, err
 	}
@@ -404,7 +411,7 @@ func (m *module) openBox(ep *endpoint, src int, size uint64) (*inbox, error) {
 		box.Unmap()
 		return nil, err
 	}
-	if err := owner.Adopt(box); err != nil {
+	if err := owner.Adopt(box, ep.peerCtl); err != nil {
 		return nil, err
 	}
 	in := &inbox{src: src, ep: ep, box: box, c: c}
@@ -595,8 +602,9 @@ func (m *module) Finalize() error {
 		}
 		if in := m.in[i]; in != nil && in.box != nil {
 			in.box.Unmap()
-		} else if in == nil && slot.Load() != 0 {
-			// Announced to us but never mapped: nobody else will remove it.
+		} else if in == nil && slot.Load() != 0 && m.ctl.Refs[i].Load() == 0 {
+			// A named box announced to us but never mapped: nobody else
+			// will remove it. (A memfd goes with its maker's descriptor.)
 			errs = append(errs, owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank)))
 		}
 	}
@@ -604,7 +612,7 @@ func (m *module) Finalize() error {
 	for i := range m.inAt {
 		m.inAt[i].Store(nil)
 	}
-	errs = append(errs, owner.Unlink(m.ctl.Name))
+	errs = append(errs, m.ctl.Drop())
 	m.ctl.Unmap()
 	return errors.Join(errs...)
 }

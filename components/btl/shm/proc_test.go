@@ -32,13 +32,15 @@ var bins struct {
 	once                     sync.Once
 	err                      error
 	mpirun, btlprog, shmprog string
+	collprog                 string
 }
 
 func build(t testing.TB) {
 	t.Helper()
 	bins.once.Do(func() {
 		bins.err = testutil.Build(map[*string]string{&bins.mpirun: "../../../cmd/mpirun",
-			&bins.btlprog: "../../../internal/testprogs/btlprog", &bins.shmprog: "../../../internal/testprogs/shmprog"})
+			&bins.btlprog: "../../../internal/testprogs/btlprog", &bins.shmprog: "../../../internal/testprogs/shmprog",
+			&bins.collprog: "../../../internal/testprogs/collprog"})
 	})
 	if bins.err != nil {
 		t.Fatal(bins.err)
@@ -221,6 +223,15 @@ func jobOfPid(t testing.TB, pid int) string {
 			return name[:strings.Index(name, "-")]
 		}
 	}
+	// A memfd control segment: the process's descriptor names it.
+	dir := fmt.Sprintf("/proc/%d/fd/", pid)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		l, err := os.Readlink(dir + e.Name())
+		if name, ok := strings.CutPrefix(l, "/memfd:gompi-"); err == nil && ok && strings.Contains(name, "-ctl-") {
+			return name[:strings.Index(name, "-")]
+		}
+	}
 	return ""
 }
 
@@ -270,9 +281,11 @@ func ctlFiles(t testing.TB, job string) []string {
 // TestKillLeavesNoFiles kills a rank with SIGKILL during set-up, mid-transfer
 // and at finalize (and mpirun itself mid-transfer, so that nothing cleans up
 // but the ranks' own unlinking), under umask 0, recording every file the job
-// makes in /dev/shm. Every file must have mode 0600; once Init is done and
-// data flows, no file of the job may exist (a crash from then on leaves
-// nothing behind); and none may be left after the job.
+// makes in /dev/shm. With named files (shmem_backing=file), every file must
+// have mode 0600; once Init is done and data flows, no file of the job may
+// exist (a crash from then on leaves nothing behind); and none may be left
+// after the job. With memfd segments (the default), the job makes no file
+// at all.
 func TestKillLeavesNoFiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs several jobs")
@@ -288,66 +301,150 @@ func TestKillLeavesNoFiles(t *testing.T) {
 		{"mid-transfer, mpirun killed", "transfer", 2, "mpirun"},
 		{"at finalize", "finalize", 2, "rank"},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			w := watch(t)
-			old := syscall.Umask(0)
-			p := mpirun(t, "-np", strconv.Itoa(c.np), "--mca", "btl", "self,shm", bins.shmprog, c.mode)
-			syscall.Umask(old)
-			var job string
-			var pids map[int]int
-			victim := 1
-			if c.mode == "setup" {
-				// Ranks 0 and 1 wait in Init's fence for rank 2, with their
-				// control segments made.
-				victim = 0
-				deadline := time.Now().Add(20 * time.Second)
-				for {
+	for _, backing := range []string{"file", "memfd"} {
+		for _, c := range cases {
+			t.Run(backing+"/"+c.name, func(t *testing.T) {
+				w := watch(t)
+				old := syscall.Umask(0)
+				p := mpirun(t, "-np", strconv.Itoa(c.np), "--mca", "btl", "self,shm", "--mca", shmem.BackingParam, backing, bins.shmprog, c.mode)
+				syscall.Umask(old)
+				var job string
+				var pids map[int]int
+				victim := 1
+				if c.mode == "setup" {
+					// Ranks 0 and 1 wait in Init's fence for rank 2, with their
+					// control segments made.
+					victim = 0
+					deadline := time.Now().Add(20 * time.Second)
+					for {
+						pids = rankPids(t, p.Cmd.Process.Pid, bins.shmprog)
+						if job == "" && pids[0] != 0 {
+							job = jobOfPid(t, pids[0])
+						}
+						if job != "" && ctlSegments(t, job, backing, pids) == 2 {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("no control segments: pids %v, job %q\n%s", pids, job, p.Stderr)
+						}
+						time.Sleep(5 * time.Millisecond)
+					}
+				} else {
+					m := p.WaitOutput(t, `(?m)^ready (\d) job (\w+)$`, map[string]int{"transfer": 2, "finalize": 1}[c.mode], 20*time.Second)
+					job = m[0][2]
 					pids = rankPids(t, p.Cmd.Process.Pid, bins.shmprog)
-					if job == "" && pids[0] != 0 {
-						job = jobOfPid(t, pids[0])
+					// Every peer has mapped everything: nothing is on disk.
+					if files := jobFiles(t, job); len(files) != 0 {
+						t.Errorf("files of the running job: %v", files)
 					}
-					if job != "" && len(ctlFiles(t, job)) == 2 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("no control segments: pids %v, job %q\n%s", pids, job, p.Stderr)
-					}
-					time.Sleep(5 * time.Millisecond)
 				}
-			} else {
-				m := p.WaitOutput(t, `(?m)^ready (\d) job (\w+)$`, map[string]int{"transfer": 2, "finalize": 1}[c.mode], 20*time.Second)
-				job = m[0][2]
-				pids = rankPids(t, p.Cmd.Process.Pid, bins.shmprog)
-				// Every peer has mapped everything: nothing is on disk.
-				if files := jobFiles(t, job); len(files) != 0 {
-					t.Errorf("files of the running job: %v", files)
+				if len(pids) != c.np {
+					t.Fatalf("rank pids %v", pids)
 				}
+				if c.kill == "mpirun" {
+					p.Cmd.Process.Kill()
+				} else {
+					syscall.Kill(pids[victim], syscall.SIGKILL)
+				}
+				p.Wait(t, 15*time.Second)
+				waitGone(t, pids)
+				// mpirun names the killed rank as the cause, even when a
+				// survivor that noticed first failed before it was reaped.
+				if c.kill == "rank" && !regexp.MustCompile(fmt.Sprintf(`mpirun: rank %d \(pid %d, host [^)]+\) exited on signal 9`, victim, pids[victim])).MatchString(p.Stderr.String()) {
+					t.Errorf("mpirun did not report the kill:\n%s", p.Stderr)
+				}
+				if p.Err == nil {
+					t.Errorf("mpirun exited 0 after a rank was killed")
+				}
+				waitNoFiles(t, job, "after the job")
+				time.Sleep(20 * time.Millisecond) // let the watcher catch up
+				seen, stated := w.check(t, job)
+				t.Logf("job %s made %d files, %d seen with their mode", job, seen, stated)
+				switch {
+				case backing == "memfd" && seen != 0:
+					t.Errorf("job %s made %d files with memfd segments", job, seen)
+				case backing == "file" && stated == 0:
+					t.Errorf("no file of job %s was seen: the mode check checked nothing", job)
+				}
+			})
+		}
+	}
+}
+
+// ctlSegments counts the job's shm control segments that exist: its files
+// (other components, such as the tofu LLP, make files of their own), or
+// with memfd segments the ranks' descriptors to them.
+func ctlSegments(t testing.TB, job, backing string, pids map[int]int) int {
+	t.Helper()
+	if backing == "file" {
+		return len(ctlFiles(t, job))
+	}
+	n := 0
+	prefix := "/memfd:" + filepath.Base(shmem.Path(job, "ctl-"))
+	for _, pid := range pids {
+		dir := fmt.Sprintf("/proc/%d/fd/", pid)
+		ents, _ := os.ReadDir(dir)
+		for _, e := range ents {
+			if l, err := os.Readlink(dir + e.Name()); err == nil && strings.HasPrefix(l, prefix) {
+				n++
 			}
-			if len(pids) != c.np {
-				t.Fatalf("rank pids %v", pids)
+		}
+	}
+	return n
+}
+
+// TestSmallDevShm runs a job of 16 ranks, every pair talking (the
+// collectives suite: its alltoalls make every box), in a mount namespace
+// whose /dev/shm is a tmpfs of a container's usual 64 MiB, or smaller.
+// With memfd segments the job runs whatever /dev/shm's size; with named
+// files it runs where they fit and otherwise fails at Init with an error
+// that names the room, the need and the parameters that change them; never
+// a SIGBUS. It needs root (a mount namespace and a tmpfs mount) and
+// unshare(1) from util-linux, and skips without them.
+func TestSmallDevShm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: jobs of 16 ranks")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it mounts a small tmpfs on /dev/shm in a mount namespace of its own")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1) (util-linux) to make the mount namespace")
+	}
+	build(t)
+	for _, c := range []struct {
+		backing, size string
+		fails         bool
+	}{
+		{"memfd", "64m", false},
+		{"file", "64m", false}, // the boxes fit; coll sm's second segment does not, and says so
+		{"file", "16m", true},
+	} {
+		t.Run(c.backing+"/"+c.size, func(t *testing.T) {
+			cmd := exec.Command(unshare, "--mount", "--propagation", "private", "--", "sh", "-c",
+				`mount -t tmpfs -o size=$0 tmpfs /dev/shm && exec "$@"`, c.size,
+				bins.mpirun, "-np", "16", "--mca", "btl", "self,shm", "--mca", shmem.BackingParam, c.backing, bins.collprog)
+			cmd.Env = testutil.CleanEnv()
+			p := testutil.Start(t, cmd)
+			p.Wait(t, 3*time.Minute)
+			out := p.Stdout.String() + p.Stderr.String()
+			if strings.Contains(out, "SIGBUS") || strings.Contains(out, "signal 7") || strings.Contains(out, "bus error") {
+				t.Fatalf("a SIGBUS:\n%s", out)
 			}
-			if c.kill == "mpirun" {
-				p.Cmd.Process.Kill()
-			} else {
-				syscall.Kill(pids[victim], syscall.SIGKILL)
-			}
-			p.Wait(t, 15*time.Second)
-			waitGone(t, pids)
-			// mpirun names the killed rank as the cause, even when a
-			// survivor that noticed first failed before it was reaped.
-			if c.kill == "rank" && !regexp.MustCompile(fmt.Sprintf(`mpirun: rank %d \(pid %d, host [^)]+\) exited on signal 9`, victim, pids[victim])).MatchString(p.Stderr.String()) {
-				t.Errorf("mpirun did not report the kill:\n%s", p.Stderr)
+			if !c.fails {
+				if p.Err != nil || strings.Count(p.Stdout.String(), "coll ok rank") != 16 {
+					t.Fatalf("%v\n%s", p.Err, out)
+				}
+				return
 			}
 			if p.Err == nil {
-				t.Errorf("mpirun exited 0 after a rank was killed")
+				t.Fatalf("the job ran in a /dev/shm of %s with named files:\n%s", c.size, out)
 			}
-			waitNoFiles(t, job, "after the job")
-			time.Sleep(20 * time.Millisecond) // let the watcher catch up
-			seen, stated := w.check(t, job)
-			t.Logf("job %s made %d files, %d seen with their mode", job, seen, stated)
-			if stated == 0 {
-				t.Errorf("no file of job %s was seen: the mode check checked nothing", job)
+			for _, want := range []string{"mpi: Init", "/dev/shm has ", "btl_shm_ring_size", shmem.BackingParam + "=memfd"} {
+				if !strings.Contains(p.Stderr.String(), want) {
+					t.Errorf("the error does not say %q:\n%s", want, p.Stderr)
+				}
 			}
 		})
 	}
@@ -363,7 +460,8 @@ func TestFloodMemory(t *testing.T) {
 	build(t)
 	w := watch(t)
 	old := syscall.Umask(0)
-	p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", bins.shmprog, "flood", strconv.Itoa(1<<30))
+	// Named files, whose modes the watcher checks.
+	p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", "--mca", shmem.BackingParam, "file", bins.shmprog, "flood", strconv.Itoa(1<<30))
 	syscall.Umask(old)
 	p.Wait(t, time.Minute)
 	// The receiver slept: the sender's box waited to be mapped long enough

@@ -296,7 +296,7 @@ func FuzzHeaders(f *testing.F) {
 	box := make([]byte, boxHeader+minRingSize)
 	writeBoxHeader(box, boxHeaderInfo{src: 0, dst: 1, pid: 42, size: minRingSize})
 	f.Add(box)
-	f.Add(owner.EncodeCard(42, shmem.CtlSize(2)))
+	f.Add(owner.EncodeCard(shmem.Card{Pid: 42, CtlBytes: shmem.CtlSize(2), Ref: 8}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if h, err := parseCtlHeader(b); err == nil && shmem.CtlSize(h.localSize) > len(b) {
@@ -305,8 +305,8 @@ func FuzzHeaders(f *testing.F) {
 		if h, err := parseBoxHeader(b); err == nil && (!validRingSize(h.size) || boxHeader+h.size != uint64(len(b))) {
 			t.Fatalf("box header %+v in %d bytes", h, len(b))
 		}
-		if pid, n, err := owner.ParseCard(b); err == nil && (pid <= 0 || n < shmem.CtlSize(1)) {
-			t.Fatalf("card pid %d, %d bytes", pid, n)
+		if c, err := owner.ParseCard(b); err == nil && (c.Pid <= 0 || c.CtlBytes < shmem.CtlSize(1)) {
+			t.Fatalf("card %+v", c)
 		}
 	})
 }
@@ -327,7 +327,8 @@ func TestHeadersRoundTrip(t *testing.T) {
 	if _, err := parseBoxHeader(box[:len(box)-8]); err == nil {
 		t.Error("a truncated box was accepted")
 	}
-	if pid, n, err := owner.ParseCard(owner.EncodeCard(1234, shmem.CtlSize(3))); err != nil || pid != 1234 || n != shmem.CtlSize(3) {
-		t.Errorf("card: %d %d %v", pid, n, err)
+	card := shmem.Card{Pid: 1234, CtlBytes: shmem.CtlSize(3), Ref: 12}
+	if c, err := owner.ParseCard(owner.EncodeCard(card)); err != nil || c != card {
+		t.Errorf("card: %+v %v", c, err)
 	}
 }

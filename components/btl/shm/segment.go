@@ -9,11 +9,11 @@ import (
 
 // owner tells shm's files and errors from another component's.
 var owner = shmem.Owner{Name: "btl shm", CtlMagic: ctlMagic, BoxMagic: boxMagic, Version: version,
-	CardKey: "btl.shm", CtlFile: "ctl-%d", BoxFile: "box-%d-%d"}
+	CardKey: "btl.shm", CtlFile: "ctl-%d", BoxFile: "box-%d-%d", SizeParam: "btl_shm_ring_size"}
 
 // Layouts: shm's words in shmem's segments.
 const (
-	version = 2
+	version = 3 // 3: memfd segments, their Refs in cards and control slots
 
 	// The control segment, one per process, made at Query, is shmem's; shm
 	// adds the words through which peers probe single copy.

@@ -93,6 +93,7 @@
 package shm
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -218,6 +219,22 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	}
 	m.owner = owner
 	m.owner.Maps = shmem.MapsFor(rt)
+	m.owner.Held = &shmem.Held{}
+	if m.owner.Backing, err = shmem.ChooseBacking(b, log); err != nil {
+		return nil, err
+	}
+	if m.localRanks[0] == job.Rank {
+		// The node's first rank removes what crashed jobs left (named
+		// files only have a name to leave).
+		if n := shmem.Sweep(log); n > 0 {
+			log.Log(mca.VerboseComponent, "removed files of jobs that are gone", "dir", shmem.Dir, "files", n)
+		}
+	}
+	local := uint64(len(m.localRanks))
+	perRank := uint64(shmem.CtlSize(len(m.localRanks))) + (local-1)*uint64(boxHeader+cfg.ringSize)
+	if err := m.owner.CheckRoom(local*perRank, fmt.Sprintf("%d local ranks, each a control segment and a box of a %d-byte ring to each peer", local, cfg.ringSize)); err != nil {
+		return nil, err
+	}
 	for i, r := range m.localRanks {
 		if r == job.Rank {
 			m.localIdx = i

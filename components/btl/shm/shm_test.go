@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
 	"github.com/gompi/gompi/internal/p2pcheck"
@@ -192,7 +194,87 @@ func TestFiles(t *testing.T) {
 			}
 		}
 		return finalizeAndCheck(r, job)
-	}, shmOnly()...)
+	}, shmOnly(shmem.BackingParam, "file")...)
+}
+
+// TestMemfdDescriptors follows a job's memfd segments (the default): no
+// file in /dev/shm ever; each process holds its control segment's
+// descriptor until every peer has mapped it, and a box's until its
+// receiver has: after that nothing can open them, and the memory goes
+// with the processes that map it. The descriptors close at the maker's
+// next Progress after its peers ring it, not at Finalize: 129 goroutine
+// ranks would hold 33,000.
+func TestMemfdDescriptors(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		rt := r.Runtime()
+		job := r.JobID()
+		var got atomic.Int64
+		r.BML().RegisterRecv(btl.TagUser, func(int, btl.Tag, []byte) { got.Add(1) })
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		// until progresses until the process holds no descriptor of the
+		// job's segments named like prefix.
+		until := func(prefix string) error {
+			deadline := time.Now().Add(10 * time.Second)
+			for len(memfds(job, prefix)) != 0 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("rank %d: descriptors still open: %v", r.Rank(), memfds(job, prefix))
+				}
+				if r.BML().Progress() == 0 {
+					runtime.Gosched()
+				}
+			}
+			return nil
+		}
+		if err := until("ctl-"); err != nil {
+			return err
+		}
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		if r.Rank() == 0 {
+			p := r.BML().Peer(1).Send[0]
+			if err := p.Module.Send(p.EP, btl.TagUser, []byte("hdr"), []byte("payload")); err != nil {
+				return err
+			}
+			if fds := memfds(job, "box-0-1"); len(fds) != 1 {
+				return fmt.Errorf("after the first send: descriptors %v, want the box's", fds)
+			}
+		}
+		if r.Rank() == 1 {
+			deadline := time.Now().Add(10 * time.Second)
+			for got.Load() == 0 {
+				if time.Now().After(deadline) {
+					return fmt.Errorf("the fragment did not arrive")
+				}
+				if r.BML().Progress() == 0 {
+					runtime.Gosched()
+				}
+			}
+		}
+		if err := until("box-"); err != nil {
+			return err
+		}
+		if files, err := testutil.FindShmFiles(job, "*"); err != nil || len(files) != 0 {
+			return fmt.Errorf("files of a job with memfd segments: %v (%v)", files, err)
+		}
+		return r.Finalize()
+	}, shmOnly(shmem.BackingParam, "memfd")...)
+}
+
+// memfds lists the process's descriptors to memfd segments of job whose
+// names (after gompi-<job>-) start with prefix.
+func memfds(job, prefix string) []string {
+	want := "/memfd:" + filepath.Base(shmem.Path(job, prefix))
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, want) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // finalizeAndCheck finalizes the rank and checks, on rank 0, that the job's

@@ -101,12 +101,14 @@ type module struct {
 	below     [coll.NumOps]coll.Func
 	slots     coll.Slots
 
-	state  int
-	seg    *shmem.Segment
-	seqs   []*atomic.Uint64
-	sleeps []*atomic.Uint64
-	bell   *rte.Bell
-	worlds []int // world ranks, to ring sleepers
+	state int
+	seg   *shmem.Segment
+	// backing is what the segment is made of (shmem_backing).
+	backing shmem.Backing
+	seqs    []*atomic.Uint64
+	sleeps  []*atomic.Uint64
+	bell    *rte.Bell
+	worlds  []int // world ranks, to ring sleepers
 	// armMu guards mine against Finalize: another goroutine's wait may arm
 	// and disarm the bell's watchers while this communicator is freed.
 	armMu sync.Mutex
@@ -179,21 +181,22 @@ func (m *module) ready(c coll.Comm) (bool, error) {
 }
 
 // setup: rank 0 makes the segment and sends its name; every other rank
-// maps it and says whether it could; rank 0 removes the file and sends the
-// verdict, so that all use sm or none does. An error is a failed message
+// maps it and says whether it could; rank 0 drops the name (removes the
+// file, or closes the memfd) and sends the verdict, so that all use sm or none does. An error is a failed message
 // (a lost peer); a segment that cannot be made or mapped is no error: the
 // communicator's collectives go below, with a warning.
 func (m *module) setup(c coll.Comm) error {
 	rt := m.node.Runtime()
 	job := rt.Job()
 	size := segmentSize(m.n, m.slot)
-	owner := shmem.Owner{Name: "coll sm", Maps: shmem.MapsFor(rt)}
+	owner := shmem.Owner{Name: "coll sm", Maps: shmem.MapsFor(rt), Backing: m.backing, SizeParam: SegmentBytesParam}
 	var problem error
 	if m.me == 0 {
 		name := shmem.Path(job.ID, fmt.Sprintf("collsm-%016x", rand.Uint64()))
 		seg, err := owner.Create(name, size)
 		if err == nil {
-			m.seg = seg
+			// What peers open: the file, or the memfd through /proc.
+			m.seg, name = seg, seg.Name
 			writeHeader(seg.Mem, m.n, m.slot)
 		} else {
 			name, problem = "", err
@@ -222,7 +225,7 @@ func (m *module) setup(c coll.Comm) error {
 			}
 		}
 		if m.seg != nil {
-			if err := owner.Unlink(m.seg.Name); err != nil && problem == nil {
+			if err := m.seg.Drop(); err != nil && problem == nil {
 				verdict[0], problem = 0, err
 			}
 		}

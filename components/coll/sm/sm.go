@@ -120,7 +120,13 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	if n == 2 {
 		max = min(max, int(b.Get(c.pair).Uint()))
 	}
-	m := newModule(node, b.Logger("coll").Named("sm"), max, int(b.Get(c.split).Uint()))
+	log := b.Logger("coll").Named("sm")
+	backing, err := shmem.ChooseBacking(b, log)
+	if err != nil {
+		return 0, nil, err
+	}
+	m := newModule(node, log, max, int(b.Get(c.split).Uint()))
+	m.backing = backing
 	if job.Oversubscribed {
 		m.rootedMin = int(b.Get(c.rootedMin).Uint())
 	}

@@ -127,49 +127,77 @@ func TestRandomSequences(t *testing.T) {
 }
 
 // sm fills the world's barrier and sets its segment up at the first one:
-// once every rank has mapped the segment its file is gone (the process maps
-// it, marked deleted, and the directory has no file of it), so that a crash
-// leaves nothing in the segment directory. After Finalize the mapping is
-// gone too, even of the world, which is never freed: a process that runs
-// many jobs of goroutine ranks does not keep their segments.
-func TestSegmentFileRemoved(t *testing.T) {
+// once every rank has mapped the segment its name is gone (the process
+// maps it, marked deleted; the directory has no file of it; no descriptor
+// of the process opens it), so that a crash leaves nothing behind. After
+// Finalize the mapping is gone too, even of the world, which is never
+// freed: a process that runs many jobs of goroutine ranks does not keep
+// their segments. A memfd segment never had a file: it shows in the maps
+// as /memfd:<name>.
+func TestSegmentNameDropped(t *testing.T) {
 	if _, err := os.ReadFile("/proc/self/maps"); err != nil {
 		t.Skipf("no /proc/self/maps: %v", err)
 	}
-	var job string
-	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
-		w := r.CommWorld()
-		if w.Rank() == 0 {
-			job = r.JobID()
-		}
-		if !fromSM(w, "barrier") {
-			return fmt.Errorf("slot table %q: want the barrier from sm", w.CollTable())
-		}
-		if err := w.Barrier(); err != nil {
-			return err
-		}
-		prefix := shmem.Path(r.JobID(), "collsm-")
-		mapped := segmentMaps(prefix)
-		if len(mapped) == 0 {
-			return fmt.Errorf("after the first barrier the process maps no %s* segment: sm never made one", prefix)
-		}
-		for _, m := range mapped {
-			if !strings.HasSuffix(m, " (deleted)") {
-				return fmt.Errorf("after the first barrier the segment's file is still there: %s", m)
+	for _, backing := range []string{"file", "memfd"} {
+		t.Run(backing, func(t *testing.T) {
+			var job string
+			mapsPrefix := func(job string) string {
+				if backing == "memfd" {
+					return "/memfd:" + filepath.Base(shmem.Path(job, "collsm-"))
+				}
+				return shmem.Path(job, "collsm-")
 			}
-		}
-		files, err := filepath.Glob(prefix + "*")
-		if err != nil {
-			return err
-		}
-		if len(files) > 0 {
-			return fmt.Errorf("after the first barrier: %v remain", files)
-		}
-		return w.Barrier()
-	})
-	if m := segmentMaps(shmem.Path(job, "collsm-")); len(m) > 0 {
-		t.Errorf("after Finalize, the process still maps job %s's segment:\n%s", job, strings.Join(m, "\n"))
+			mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				if w.Rank() == 0 {
+					job = r.JobID()
+				}
+				if !fromSM(w, "barrier") {
+					return fmt.Errorf("slot table %q: want the barrier from sm", w.CollTable())
+				}
+				if err := w.Barrier(); err != nil {
+					return err
+				}
+				prefix := mapsPrefix(r.JobID())
+				mapped := segmentMaps(prefix)
+				if len(mapped) == 0 {
+					return fmt.Errorf("after the first barrier the process maps no %s* segment: sm never made one", prefix)
+				}
+				for _, m := range mapped {
+					if !strings.HasSuffix(m, " (deleted)") {
+						return fmt.Errorf("after the first barrier the segment's file is still there: %s", m)
+					}
+				}
+				files, err := filepath.Glob(shmem.Path(r.JobID(), "collsm-*"))
+				if err != nil {
+					return err
+				}
+				if len(files) > 0 {
+					return fmt.Errorf("after the first barrier: %v remain", files)
+				}
+				if fds := openSegments(prefix); len(fds) > 0 {
+					return fmt.Errorf("after the first barrier the process still opens the segment: %v", fds)
+				}
+				return w.Barrier()
+			}, mpitest.WithMCA(shmem.BackingParam, backing))
+			if m := segmentMaps(mapsPrefix(job)); len(m) > 0 {
+				t.Errorf("after Finalize, the process still maps job %s's segment:\n%s", job, strings.Join(m, "\n"))
+			}
+		})
 	}
+}
+
+// openSegments lists the process's descriptors whose target starts with
+// prefix.
+func openSegments(prefix string) []string {
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, prefix) {
+			out = append(out, e.Name()+" -> "+l)
+		}
+	}
+	return out
 }
 
 // fromSM says whether c's slot table has op from sm (over the module

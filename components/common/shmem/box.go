@@ -60,7 +60,8 @@ func (o Owner) ParseBoxHeader(mem []byte) (BoxHeader, error) {
 
 // CreateBox makes the box from src to dst, of size bytes. The caller
 // writes its header (WriteBoxHeader and its own words), then announces the
-// box in the receiver's control segment.
+// box, with its Ref, in the receiver's control segment. Its maker's
+// descriptor stays until the receiver adopts it (Held.Settle).
 func (o Owner) CreateBox(job string, src, dst, size int) (*Box, error) {
 	seg, err := o.Create(o.BoxPath(job, src, dst), size)
 	if err != nil {
@@ -71,13 +72,14 @@ func (o Owner) CreateBox(job string, src, dst, size int) (*Box, error) {
 		seg.Destroy()
 		return nil, err
 	}
+	o.Held.hold(seg, func() bool { return b.Attached.Load() != 0 })
 	return b, nil
 }
 
-// OpenBox maps the box from src to dst that src announced, of size bytes.
-// The caller checks its header, then adopts it.
-func (o Owner) OpenBox(job string, src, dst, size int) (*Box, error) {
-	seg, err := o.open(o.BoxPath(job, src, dst), size)
+// OpenBox maps the box from src (of pid) to dst that src announced with
+// ref, of size bytes. The caller checks its header, then adopts it.
+func (o Owner) OpenBox(job string, src, pid, dst int, ref uint64, size int) (*Box, error) {
+	seg, err := o.open(PathOf(pid, ref, o.BoxPath(job, src, dst)), size)
 	if err != nil {
 		return nil, err
 	}
@@ -97,14 +99,18 @@ func (o Owner) bindBox(seg *Segment) (*Box, error) {
 	return &Box{Segment: seg, Attached: w}, nil
 }
 
-// Adopt, by the receiver, marks the box mapped and removes its file: both
-// sides have it mapped now, so a crash leaves nothing behind. On error the
-// box is unmapped.
-func (o Owner) Adopt(b *Box) error {
-	b.Attached.Store(1)
+// Adopt, by the receiver, removes the box's file if it has one, marks the
+// box mapped and rings the sender's bell (sender, its control segment):
+// the sender then closes its descriptor. Both sides have the box mapped
+// now, so a crash leaves nothing behind. On error the box is unmapped.
+func (o Owner) Adopt(b *Box, sender *Ctl) error {
 	if err := o.Unlink(b.Name); err != nil {
 		b.Unmap()
 		return err
+	}
+	b.Attached.Store(1)
+	if sender != nil {
+		sender.Bell.Add(1)
 	}
 	return nil
 }
@@ -113,7 +119,7 @@ func (o Owner) Adopt(b *Box) error {
 // receiver never mapped it (nobody else will), and unmaps it.
 func (o Owner) Release(b *Box) error {
 	var err error
-	if b.Attached.Load() == 0 {
+	if b.named && b.Attached.Load() == 0 {
 		err = o.Unlink(b.Name)
 	}
 	b.Unmap()

@@ -26,13 +26,15 @@ const (
 	ctlOffBell    = 256 // atomic: bumped by a peer after it announces
 	ctlOffGone    = 384 // atomic: 1 once the owner has finalized
 	ctlOffSleep   = 392 // atomic: goroutines of the owner asleep, which senders wake (owner-written, like Gone)
-	ctlOffSlots   = 512 // atomic per local rank: what it announced to the owner, 0 for nothing
+	ctlOffSlots   = 512 // atomic per local rank: what it announced, 0 for nothing
+	// then, after the slots, per local rank: the Ref of the box it
+	// announced, written before its slot
 )
 
 // CtlSize is the size of a control segment for localSize local ranks: a
-// page for up to 448.
+// page for up to 224.
 func CtlSize(localSize int) int {
-	n := ctlOffSlots + 8*localSize
+	n := ctlOffSlots + 16*localSize
 	return (n + 4095) &^ 4095
 }
 
@@ -44,11 +46,12 @@ type Ctl struct {
 	Gone     *atomic.Uint64   // 1 once the owner has finalized
 	Sleep    *atomic.Uint64   // non-zero while the owner sleeps: a peer that writes to it then rings its bell
 	Slots    []*atomic.Uint64 // by local rank: what it announced, 0 for nothing
+	Refs     []*atomic.Uint64 // by local rank: the Ref of the box it announced
 }
 
 func (o Owner) bindCtl(seg *Segment, localSize int) (*Ctl, error) {
 	offs := []int{ctlOffAttach, ctlOffBell, ctlOffGone, ctlOffSleep}
-	for i := 0; i < localSize; i++ {
+	for i := 0; i < 2*localSize; i++ {
 		offs = append(offs, ctlOffSlots+8*i)
 	}
 	w := make([]*atomic.Uint64, len(offs))
@@ -58,7 +61,7 @@ func (o Owner) bindCtl(seg *Segment, localSize int) (*Ctl, error) {
 			return nil, err
 		}
 	}
-	return &Ctl{Segment: seg, Attached: w[0], Bell: w[1], Gone: w[2], Sleep: w[3], Slots: w[4:]}, nil
+	return &Ctl{Segment: seg, Attached: w[0], Bell: w[1], Gone: w[2], Sleep: w[3], Slots: w[4 : 4+localSize], Refs: w[4+localSize:]}, nil
 }
 
 // CtlHeader is the identity in a control segment.
@@ -113,14 +116,21 @@ func (o Owner) CreateCtl(job string, h CtlHeader) (*Ctl, error) {
 	return c, nil
 }
 
-// AttachCtl maps the control segment of a peer (of size bytes, from its
-// card), checks that it is this owner's and names want, and counts this
-// process in its attach word. The attacher that brings the count to
-// attachers (every peer that read the card) removes the file, which nobody
-// needs any more, and logs it.
-func (o Owner) AttachCtl(log *mca.Logger, job string, size int, want CtlHeader, attachers int) (*Ctl, error) {
-	name := o.CtlPath(job, want.Rank)
-	seg, err := o.open(name, size)
+// CtlPathOf is what a peer opens to map the control segment of the owner
+// of card: its memfd through /proc, or its named file.
+func (o Owner) CtlPathOf(job string, card Card) string {
+	return PathOf(card.Pid, card.Ref, o.CtlPath(job, card.Rank))
+}
+
+// AttachCtl maps the control segment of the peer of card, checks that it
+// is this owner's and names want, and counts this process in its attach
+// word. The attacher that brings the count to attachers (every peer that
+// read the card) removes a named file, which nobody needs any more, logs
+// it, and rings the owner's bell: the owner then closes its descriptor
+// (Held.Settle).
+func (o Owner) AttachCtl(log *mca.Logger, job string, card Card, want CtlHeader, attachers int) (*Ctl, error) {
+	name := o.CtlPathOf(job, card)
+	seg, err := o.open(name, card.CtlBytes)
 	if err != nil {
 		return nil, fmt.Errorf("%s: control segment of rank %d: %w", o.Name, want.Rank, err)
 	}
@@ -143,16 +153,19 @@ func (o Owner) AttachCtl(log *mca.Logger, job string, size int, want CtlHeader, 
 			seg.Unmap()
 			return nil, err
 		}
-		log.Log(mca.VerboseInfo, "every local peer has mapped the control segment: removed its file", "owner", want.Rank)
+		c.Bell.Add(1)
+		log.Log(mca.VerboseInfo, "every local peer has mapped the control segment: dropped its name", "owner", want.Rank, "segment", name)
 	}
 	return c, nil
 }
 
 // Announce tells the owner of c, a peer's control segment, that this
 // process (local rank index local) made a box for it; v, not 0, says what
-// (its size, say). The slot's store publishes what was written to the box
-// before it; the doorbell tells the owner to look at its slots.
-func (c *Ctl) Announce(local int, v uint64) {
+// (its size, say), and ref how to map it (the box's Ref). The slot's store
+// publishes what was written to the box and ref before it; the doorbell
+// tells the owner to look at its slots.
+func (c *Ctl) Announce(local int, v, ref uint64) {
+	c.Refs[local].Store(ref)
 	c.Slots[local].Store(v)
 	c.Bell.Add(1)
 }
@@ -172,7 +185,7 @@ func (c *Ctl) Asleep() bool { return c.Sleep.Load() != 0 }
 // PublishCard puts this process's business card in the modex, announcing
 // ctl, its control segment. On error ctl is removed: nobody will map it.
 func (o Owner) PublishCard(modex *rte.Modex, pid int, ctl *Ctl) error {
-	if err := modex.PutProc(o.CardKey, o.EncodeCard(pid, len(ctl.Mem))); err != nil {
+	if err := modex.PutProc(o.CardKey, o.EncodeCard(Card{Pid: pid, CtlBytes: len(ctl.Mem), Ref: ctl.Ref()})); err != nil {
 		ctl.Destroy()
 		return err
 	}
@@ -180,9 +193,11 @@ func (o Owner) PublishCard(modex *rte.Modex, pid int, ctl *Ctl) error {
 }
 
 // A Card is what a local peer published: its rank, its index among the
-// local ranks, its pid and the size of its control segment.
+// local ranks, its pid, the size of its control segment and how to map it
+// (the segment's Ref).
 type Card struct {
 	Rank, Local, Pid, CtlBytes int
+	Ref                        uint64
 }
 
 // ReadCards reads the cards of the local ranks but self (after the modex
@@ -203,47 +218,58 @@ func (o Owner) ReadCards(log *mca.Logger, modex *rte.Modex, localRanks []int, se
 		if err != nil {
 			return nil, fmt.Errorf("%s: business card of rank %d: %w", o.Name, r, err)
 		}
-		pid, ctlBytes, err := o.ParseCard(b)
+		card, err := o.ParseCard(b)
 		if err != nil {
 			return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: rank %d: %w", o.Name, r, err)
 		}
-		cards = append(cards, Card{Rank: r, Local: i, Pid: pid, CtlBytes: ctlBytes})
+		card.Rank, card.Local = r, i
+		cards = append(cards, card)
 	}
 	if len(cards) == 0 {
-		if err := o.Unlink(ctl.Name); err != nil {
-			return nil, err
+		if err := ctl.Drop(); err != nil {
+			return nil, fmt.Errorf("%s: %w", o.Name, err)
 		}
+		return nil, nil
 	}
+	// The descriptor stays until every peer with a card has mapped the
+	// segment; the last of them rings our bell.
+	n := uint64(len(cards))
+	o.Held.hold(ctl.Segment, func() bool { return ctl.Attached.Load() >= n })
 	return cards, nil
 }
 
 // CardLen is the length of a business card.
-const CardLen = 12
+const CardLen = 16
 
 // EncodeCard makes the business card a process publishes in the modex,
 // under its owner's CardKey: that it runs the component, with which layout,
 // its pid (checked against its control segment, so that a stale file is
-// not taken for the peer's) and the size of that segment.
-func (o Owner) EncodeCard(pid, ctlBytes int) []byte {
+// not taken for the peer's), the size of that segment and its Ref. Rank
+// and Local are not in it: the modex says whose card it is.
+func (o Owner) EncodeCard(c Card) []byte {
 	b := make([]byte, CardLen)
 	binary.LittleEndian.PutUint32(b[0:], o.Version)
-	binary.LittleEndian.PutUint32(b[4:], uint32(pid))
-	binary.LittleEndian.PutUint32(b[8:], uint32(ctlBytes))
+	binary.LittleEndian.PutUint32(b[4:], uint32(c.Pid))
+	binary.LittleEndian.PutUint32(b[8:], uint32(c.CtlBytes))
+	binary.LittleEndian.PutUint32(b[12:], uint32(c.Ref))
 	return b
 }
 
 // ParseCard reads a peer's business card; b may hold anything.
-func (o Owner) ParseCard(b []byte) (pid, ctlBytes int, err error) {
+func (o Owner) ParseCard(b []byte) (Card, error) {
 	if len(b) != CardLen {
-		return 0, 0, fmt.Errorf("business card of %d bytes, want %d", len(b), CardLen)
+		return Card{}, fmt.Errorf("business card of %d bytes, want %d", len(b), CardLen)
 	}
 	if v := binary.LittleEndian.Uint32(b); v != o.Version {
-		return 0, 0, fmt.Errorf("business card version %d, want %d", v, o.Version)
+		return Card{}, fmt.Errorf("business card version %d, want %d", v, o.Version)
 	}
-	pid = int(binary.LittleEndian.Uint32(b[4:]))
-	ctlBytes = int(binary.LittleEndian.Uint32(b[8:]))
-	if pid <= 0 || ctlBytes < CtlSize(1) || ctlBytes > CtlSize(1<<20) {
-		return 0, 0, fmt.Errorf("business card with pid %d and a control segment of %d bytes", pid, ctlBytes)
+	c := Card{
+		Pid:      int(binary.LittleEndian.Uint32(b[4:])),
+		CtlBytes: int(binary.LittleEndian.Uint32(b[8:])),
+		Ref:      uint64(binary.LittleEndian.Uint32(b[12:])),
 	}
-	return pid, ctlBytes, nil
+	if c.Pid <= 0 || c.Pid > 1<<30 || c.CtlBytes < CtlSize(1) || c.CtlBytes > CtlSize(1<<20) || c.Ref > 1<<30 {
+		return Card{}, fmt.Errorf("business card with pid %d, a control segment of %d bytes and ref %d", c.Pid, c.CtlBytes, c.Ref)
+	}
+	return c, nil
 }

@@ -89,3 +89,61 @@ func (m *Maps) release(e *mapping) {
 	}
 	unix.Munmap(e.mem)
 }
+
+// Held is the segments a module made whose descriptors it keeps until the
+// peers that need them have mapped them: a memfd cannot be opened once its
+// maker closes it, and a named file's lock tells Sweep its maker lives.
+// Closing them then, not at Finalize, keeps a process's descriptors to the
+// segments in the making: 129 goroutine ranks talking in every pair would
+// otherwise hold 33,000. The zero value is ready; a nil *Held holds
+// nothing (the descriptors stay until Unmap).
+type Held struct {
+	mu   sync.Mutex
+	segs map[*Segment]func() bool
+}
+
+// hold keeps seg's descriptor until done, which reads seg's memory,
+// reports true at a Settle.
+func (h *Held) hold(seg *Segment, done func() bool) {
+	if h == nil || seg.fd.Load() < 0 {
+		return
+	}
+	h.mu.Lock()
+	if h.segs == nil {
+		h.segs = map[*Segment]func() bool{}
+	}
+	h.segs[seg] = done
+	seg.held = h
+	h.mu.Unlock()
+}
+
+// Settle closes the descriptors of the held segments that every peer has
+// mapped. Modules call it when their bell rings: peers ring it after
+// mapping a segment.
+func (h *Held) Settle() {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for seg, done := range h.segs {
+		if done() {
+			seg.closeFd()
+			delete(h.segs, seg)
+		}
+	}
+}
+
+// Len is the number of descriptors held.
+func (h *Held) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.segs)
+}
+
+// forget drops seg before it is unmapped: Settle reads its memory.
+func (h *Held) forget(seg *Segment) {
+	h.mu.Lock()
+	delete(h.segs, seg)
+	h.mu.Unlock()
+}

@@ -73,6 +73,14 @@ type Owner struct {
 	// Maps, when set, shares each file's mapping with the other goroutine
 	// ranks of the process (MapsFor).
 	Maps *Maps
+	// Backing is what Create makes (ChooseBacking); SizeParam names the
+	// parameter that sizes the owner's largest segments, for the error of
+	// a segment there is no room for.
+	Backing   Backing
+	SizeParam string
+	// Held, when set, keeps the descriptors of the owner's control
+	// segment and boxes until their peers have mapped them (Settle).
+	Held *Held
 }
 
 // CtlPath is the file of rank's control segment.
@@ -148,63 +156,176 @@ func RemoveJobFiles(jobID string) error {
 	return first
 }
 
-// A Segment is one mapped file under Dir.
+// A Segment is one mapping of shared memory: a memfd or a file under Dir.
 type Segment struct {
+	// Name is what a peer opens: /proc/<pid>/fd/<n> of its maker for a
+	// memfd, the file's path for a named file.
 	Name string
 	Mem  []byte
+	// ref tells peers how to find a segment beside its maker's pid: the
+	// descriptor's number plus one for a memfd, 0 for a named file.
+	ref   uint64
+	named bool
+	// fd is the maker's descriptor, kept while peers may still open it: a
+	// memfd's only name, and for a named file the holder of the shared
+	// flock that tells Sweep the maker lives. -1 once closed, and in a
+	// peer's segment.
+	fd   atomic.Int64
+	held *Held    // the module that keeps fd, if any
 	maps *Maps    // the cache its mapping is shared through, if any
 	m    *mapping // its mapping; nil for a segment made by hand
 }
 
-// Create makes a new file of size bytes, mode 0600, and maps it. The file
-// must not exist (O_EXCL): a job's names are unique, so an existing one is
-// someone else's. fallocate reserves the pages now, so that a full /dev/shm
-// is an error here rather than a SIGBUS on first touch.
+// Ref is how peers find the segment besides its maker's pid (see
+// Owner.PathOf): a number for cards and control slots.
+func (s *Segment) Ref() uint64 { return s.ref }
+
+// PathOf is what a peer opens to map the segment that pid made and
+// announced with ref: its /proc descriptor for a memfd (ref > 0), the
+// named file otherwise (the path the caller's naming gives).
+func PathOf(pid int, ref uint64, named string) string {
+	if ref == 0 {
+		return named
+	}
+	return procFdPath(pid, int(ref-1))
+}
+
+// Create makes a new segment of size bytes and maps it: a memfd, sealed to
+// its size, or a file of mode 0600 at name, which must not exist (O_EXCL: a
+// job's names are unique, so an existing one is someone else's). name, a
+// path under Dir, also names a memfd (it shows in /proc/<pid>/maps).
+// fallocate reserves the pages now, so that a full /dev/shm or a memory
+// limit is an error here, naming the size and SizeParam, rather than a
+// SIGBUS on first touch.
 func (o Owner) Create(name string, size int) (*Segment, error) {
-	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if o.Backing == BackingMemfd {
+		return o.createMemfd(name, size)
+	}
+	return o.createFile(name, size)
+}
+
+func (o Owner) createMemfd(name string, size int) (*Segment, error) {
+	fd, err := unix.MemfdCreate(filepath.Base(name), unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+	if err != nil {
+		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: memfd_create %s: %w", o.Name, filepath.Base(name), err)
+	}
+	fail := func(err error) (*Segment, error) {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
+		return fail(o.noRoom(err, size, "memfd "+filepath.Base(name)))
+	}
+	// Sealed: a peer can neither shrink it (a SIGBUS for everyone mapping
+	// it) nor grow it, nor change the seals.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
+		return fail(mpierr.Errorf(mpierr.ErrIntern, "%s: sealing memfd %s: %w", o.Name, filepath.Base(name), err))
+	}
+	seg, err := o.mapNew(fd, size, procFdPath(os.Getpid(), fd))
+	if err != nil {
+		return fail(err)
+	}
+	seg.ref = uint64(fd) + 1
+	seg.fd.Store(int64(fd))
+	return seg, nil
+}
+
+func (o Owner) createFile(name string, size int) (*Segment, error) {
+	// Mode 0 until the shared lock is held: Sweep takes a file that is
+	// neither locked nor half-made for a dead maker's.
+	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: creating %s: %w", o.Name, name, err)
 	}
-	defer unix.Close(fd)
+	fail := func(err error) (*Segment, error) {
+		unix.Unlink(name)
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Flock(fd, unix.LOCK_SH); err != nil {
+		return fail(mpierr.Errorf(mpierr.ErrIntern, "%s: locking %s: %w", o.Name, name, err))
+	}
+	if err := unix.Fchmod(fd, 0o600); err != nil {
+		return fail(mpierr.Errorf(mpierr.ErrIntern, "%s: chmod %s: %w", o.Name, name, err))
+	}
 	if err := unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
 		// tmpfs supports fallocate; a file system that does not gets a
 		// plain ftruncate.
 		if !errors.Is(err, unix.EOPNOTSUPP) {
-			unix.Unlink(name)
-			return nil, mpierr.Errorf(mpierr.ErrNoMem, "%s: reserving %d bytes for %s: %w", o.Name, size, name, err)
+			return fail(o.noRoom(err, size, name))
 		}
 		if err := unix.Ftruncate(fd, int64(size)); err != nil {
-			unix.Unlink(name)
-			return nil, mpierr.Errorf(mpierr.ErrNoMem, "%s: sizing %s to %d bytes: %w", o.Name, name, size, err)
+			return fail(mpierr.Errorf(mpierr.ErrNoMem, "%s: sizing %s to %d bytes: %w", o.Name, name, size, err))
 		}
 	}
+	seg, err := o.mapNew(fd, size, name)
+	if err != nil {
+		return fail(err)
+	}
+	seg.named = true
+	seg.fd.Store(int64(fd))
+	return seg, nil
+}
+
+// noRoom is the error of a reservation that failed: with no room left, it
+// names what is full, the size asked and the parameter that lowers it.
+func (o Owner) noRoom(err error, size int, what string) error {
+	if !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.ENOMEM) {
+		return mpierr.Errorf(mpierr.ErrNoMem, "%s: reserving %d bytes for %s: %w", o.Name, size, what, err)
+	}
+	where := "memory (a memory limit of the job's cgroup?)"
+	if o.Backing == BackingFile {
+		where = Dir
+		var fs unix.Statfs_t
+		if unix.Statfs(Dir, &fs) == nil {
+			where = fmt.Sprintf("%s (%d bytes free of %d)", Dir, fs.Bavail*uint64(fs.Bsize), fs.Blocks*uint64(fs.Bsize))
+		}
+	}
+	hint := ""
+	if o.SizeParam != "" {
+		hint = "; " + o.SizeParam + " sets the size"
+	}
+	if o.Backing == BackingFile {
+		hint += "; " + BackingParam + "=memfd does not use " + Dir
+	}
+	return mpierr.Errorf(mpierr.ErrNoMem, "%s: no room in %s for %d bytes for %s%s: %w", o.Name, where, size, what, hint, err)
+}
+
+// mapNew maps a new descriptor and records the mapping.
+func (o Owner) mapNew(fd, size int, name string) (*Segment, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
-		unix.Unlink(name)
 		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s: fstat %s: %w", o.Name, name, err)
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
-		unix.Unlink(name)
 		return nil, mpierr.Errorf(mpierr.ErrNoMem, "%s: mapping %s: %w", o.Name, name, err)
 	}
-	return &Segment{Name: name, Mem: mem, maps: o.Maps, m: o.Maps.add(idOf(&st), mem)}, nil
+	seg := &Segment{Name: name, Mem: mem, maps: o.Maps, m: o.Maps.add(idOf(&st), mem)}
+	seg.fd.Store(-1)
+	return seg, nil
 }
 
-// Open maps an existing file made by a peer, after checking that it is a
-// regular file of this user of exactly size bytes: a truncated or foreign
-// file is an error, not a fault on access. Its errors name the file;
-// callers say whose it is.
+// Open maps an existing segment a peer made (a file or /proc/<pid>/fd/<n>),
+// after checking that it is a regular file of this user of exactly size
+// bytes: a truncated or foreign file is an error, not a fault on access.
+// Its errors name the file; callers say whose it is.
 func Open(name string, size int) (*Segment, error) { return Owner{}.open(name, size) }
 
-// OpenShared is Open through the owner's Maps: a file another goroutine
+// OpenShared is Open through the owner's Maps: a segment another goroutine
 // rank of the process holds is not mapped again.
 func (o Owner) OpenShared(name string, size int) (*Segment, error) { return o.open(name, size) }
 
-// ValidPath reports whether name is a segment file's path as Path makes
-// them: in Dir, named gompi-<job>-<rest>, with nothing that leaves Dir.
-// Check a name a peer sent before opening it.
+// ValidPath reports whether name is a segment's path as Create makes them:
+// a file directly in Dir named gompi-<job>-<rest>, with nothing that
+// leaves Dir, or a descriptor /proc/<pid>/fd/<n>. Check a name a peer sent
+// before opening it.
 func ValidPath(name string) bool {
+	var pid, fd int
+	var rest string
+	if n, _ := fmt.Sscanf(name, "/proc/%d/fd/%d%s", &pid, &fd, &rest); n == 2 && pid > 0 && fd >= 0 {
+		return name == procFdPath(pid, fd)
+	}
 	dir, file := filepath.Split(name)
 	if filepath.Clean(dir) != Dir || !strings.HasPrefix(file, "gompi-") || len(file) > 255 {
 		return false
@@ -214,11 +335,20 @@ func ValidPath(name string) bool {
 	}) && !strings.Contains(file, "..")
 }
 
-// open is Open through the owner's Maps: a file another goroutine rank of
-// the process holds is not mapped again.
+// open is Open through the owner's Maps: a segment another goroutine rank
+// of the process holds is not mapped again.
 func (o Owner) open(name string, size int) (*Segment, error) {
-	fd, err := unix.Open(name, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	proc := strings.HasPrefix(name, "/proc/")
+	flags := unix.O_RDWR | unix.O_CLOEXEC
+	if !proc {
+		// A /proc descriptor is a link by nature; a file in Dir must not be.
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := unix.Open(name, flags, 0)
 	if err != nil {
+		if proc && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "opening %s, a peer's memfd: %w (where peers cannot open each other's /proc/<pid>/fd, set %s=file)", name, err, BackingParam)
+		}
 		return nil, mpierr.Errorf(mpierr.ErrIntern, "opening %s: %w", name, err)
 	}
 	defer unix.Close(fd)
@@ -232,20 +362,40 @@ func (o Owner) open(name string, size int) (*Segment, error) {
 	if st.Size != int64(size) {
 		return nil, mpierr.Errorf(mpierr.ErrIntern, "%s has %d bytes, want %d", name, st.Size, size)
 	}
+	if proc {
+		// Only a segment sealed to its size: nobody can truncate it under
+		// our mapping.
+		const want = unix.F_SEAL_SHRINK | unix.F_SEAL_GROW
+		if seals, err := unix.FcntlInt(uintptr(fd), unix.F_GET_SEALS, 0); err != nil || seals&want != want {
+			return nil, mpierr.Errorf(mpierr.ErrIntern, "%s is not a memfd sealed to its size (seals %#x, %v)", name, seals, err)
+		}
+	}
 	if e := o.Maps.lookup(idOf(&st), size); e != nil {
-		return &Segment{Name: name, Mem: e.mem, maps: o.Maps, m: e}, nil
+		seg := &Segment{Name: name, Mem: e.mem, maps: o.Maps, m: e}
+		seg.fd.Store(-1)
+		return seg, nil
 	}
 	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		return nil, mpierr.Errorf(mpierr.ErrNoMem, "mapping %s: %w", name, err)
 	}
-	return &Segment{Name: name, Mem: mem, maps: o.Maps, m: o.Maps.add(idOf(&st), mem)}, nil
+	seg := &Segment{Name: name, Mem: mem, maps: o.Maps, m: o.Maps.add(idOf(&st), mem)}
+	seg.fd.Store(-1)
+	return seg, nil
 }
 
 // Unmap unmaps the segment, once (a mapping shared through Maps goes with
-// its last segment); the file, if still there, stays.
+// its last segment), and closes its maker's descriptor; a named file, if
+// still there, stays.
 func (s *Segment) Unmap() {
-	if s != nil && s.Mem != nil {
+	if s == nil {
+		return
+	}
+	if s.held != nil {
+		s.held.forget(s)
+	}
+	s.closeFd()
+	if s.Mem != nil {
 		if s.m != nil {
 			s.maps.release(s.m)
 		} else {
@@ -255,16 +405,42 @@ func (s *Segment) Unmap() {
 	}
 }
 
-// Destroy unmaps a segment its caller made and removes the file, ignoring
-// errors: for the error paths between Create and the peers' mapping.
-func (s *Segment) Destroy() {
-	s.Unmap()
-	unix.Unlink(s.Name)
+// closeFd closes the maker's descriptor, once: for a memfd, no peer can
+// open the segment after this.
+func (s *Segment) closeFd() {
+	if fd := s.fd.Swap(-1); fd >= 0 {
+		unix.Close(int(fd))
+	}
 }
 
-// Unlink removes a file; its mappings stay valid. A file already gone is
-// fine: several parties may race to remove it.
+// Drop, by the segment's maker, ends what peers open it by once every peer
+// that needs it has mapped it: a named file is removed, a memfd's
+// descriptor closed. The mapping stays valid.
+func (s *Segment) Drop() error {
+	var err error
+	if s.named {
+		if e := unix.Unlink(s.Name); e != nil && !errors.Is(e, unix.ENOENT) {
+			err = mpierr.Errorf(mpierr.ErrIntern, "removing %s: %w", s.Name, e)
+		}
+	}
+	s.closeFd()
+	return err
+}
+
+// Destroy unmaps a segment its caller made and drops its name, ignoring
+// errors: for the error paths between Create and the peers' mapping.
+func (s *Segment) Destroy() {
+	s.Drop()
+	s.Unmap()
+}
+
+// Unlink removes a named file; its mappings stay valid. A file already
+// gone is fine: several parties may race to remove it. A memfd's /proc
+// path is no file to remove: its maker drops it.
 func (o Owner) Unlink(name string) error {
+	if strings.HasPrefix(name, "/proc/") {
+		return nil
+	}
 	if err := unix.Unlink(name); err != nil && !errors.Is(err, unix.ENOENT) {
 		return mpierr.Errorf(mpierr.ErrIntern, "%s: removing %s: %w", o.Name, name, err)
 	}

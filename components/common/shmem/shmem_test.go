@@ -79,105 +79,160 @@ func TestCreateOpen(t *testing.T) {
 	}
 }
 
-// The control segment: the owner makes it and publishes its card; each
-// peer maps it and checks that it names the owner; the last of them removes
-// the file; announcements reach the owner through its slots and doorbell.
-func TestControlSegment(t *testing.T) {
-	job := testJob(t)
-	b, err := mca.NewBase(mca.Options{Output: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := b.Logger("mca")
-	name := testOwner.CtlPath(job, 0)
-	h := CtlHeader{Rank: 0, Pid: 1234, LocalSize: 3}
-	ctl, err := testOwner.CreateCtl(job, h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Unmap()
-	pid, size, err := testOwner.ParseCard(testOwner.EncodeCard(h.Pid, len(ctl.Mem)))
-	if err != nil || pid != h.Pid || size != CtlSize(3) {
-		t.Fatalf("card: %d %d %v", pid, size, err)
-	}
-	other := testOwner
-	other.CtlMagic++
-	if _, err := other.AttachCtl(log, job, size, h, 2); err == nil {
-		t.Error("another owner's control segment attached")
-	}
-	if _, err := testOwner.AttachCtl(log, job, size, CtlHeader{Rank: 0, Pid: 99, LocalSize: 3}, 2); err == nil ||
-		!strings.Contains(err.Error(), "names rank 0 (pid 1234, 3 local ranks)") {
-		t.Errorf("a control segment of another pid attached: %v", err)
-	}
-	var peers []*Ctl
-	for i := 1; i <= 2; i++ {
-		c, err := testOwner.AttachCtl(log, job, size, h, 2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Unmap()
-		peers = append(peers, c)
-		// The last attacher removes the file.
-		if _, err := os.Stat(name); (err == nil) != (i < 2) {
-			t.Errorf("after attacher %d: file: %v", i, err)
-		}
-	}
-	bell := ctl.Bell.Load()
-	peers[1].Announce(2, 77)
-	if ctl.Bell.Load() != bell+1 || ctl.Slots[2].Load() != 77 || ctl.Slots[1].Load() != 0 {
-		t.Errorf("announcement: bell %d, slots %d %d", ctl.Bell.Load(), ctl.Slots[1].Load(), ctl.Slots[2].Load())
-	}
-	ctl.Gone.Store(1)
-	if peers[0].Gone.Load() != 1 {
-		t.Error("the peer does not see the owner finalized")
+// backings runs a test once per backing, with testOwner making that kind.
+func backings(t *testing.T, f func(t *testing.T, o Owner)) {
+	for _, b := range []Backing{BackingFile, BackingMemfd} {
+		t.Run(b.String(), func(t *testing.T) {
+			if b == BackingMemfd {
+				if err := memfdUsable(); err != nil {
+					t.Skipf("memfd segments unusable here: %v", err)
+				}
+			}
+			o := testOwner
+			o.Backing, o.Held = b, &Held{}
+			f(t, o)
+		})
 	}
 }
 
-// A box: the sender makes it and writes its header; the receiver maps it,
-// reads the header and adopts it, which removes the file; the sender's
-// Release removes the file only when the receiver never adopted the box.
-func TestBox(t *testing.T) {
-	job := testJob(t)
-	h := BoxHeader{Src: 1, Dst: 2, Pid: 77}
-	out, err := testOwner.CreateBox(job, h.Src, h.Dst, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	testOwner.WriteBoxHeader(out.Mem, h)
-	in, err := testOwner.OpenBox(job, h.Src, h.Dst, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, err := testOwner.ParseBoxHeader(in.Mem); err != nil || got != h {
-		t.Errorf("box header: %+v, %v", got, err)
-	}
-	if err := testOwner.Adopt(in); err != nil {
-		t.Fatal(err)
-	}
-	if out.Attached.Load() != 1 {
-		t.Error("the sender does not see the box mapped")
-	}
-	if _, err := os.Stat(out.Name); err == nil {
-		t.Error("an adopted box's file is still there")
-	}
-	in.Unmap()
-	if err := testOwner.Release(out); err != nil {
-		t.Fatal(err)
-	}
+// exists reports whether a segment can still be opened by its name, as a
+// peer would: a named file, or a memfd through its maker's descriptor.
+func exists(name string) bool {
+	_, err := os.Stat(name)
+	return err == nil
+}
 
-	// Never adopted: the sender removes it.
-	out, err = testOwner.CreateBox(job, h.Dst, h.Src, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := testOwner.Release(out); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(testOwner.BoxPath(job, h.Dst, h.Src)); err == nil {
-		t.Error("Release left a box nobody mapped")
-	}
+// The control segment: the owner makes it and publishes its card; each
+// peer maps it and checks that it names the owner; the last of them drops
+// its name (removes the file; the owner's Settle closes the memfd's
+// descriptor); announcements reach the owner through its slots and
+// doorbell.
+func TestControlSegment(t *testing.T) {
+	backings(t, func(t *testing.T, o Owner) {
+		job := testJob(t)
+		b, err := mca.NewBase(mca.Options{Output: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := b.Logger("mca")
+		h := CtlHeader{Rank: 0, Pid: os.Getpid(), LocalSize: 3}
+		ctl, err := o.CreateCtl(job, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ctl.Unmap()
+		card, err := o.ParseCard(o.EncodeCard(Card{Pid: h.Pid, CtlBytes: len(ctl.Mem), Ref: ctl.Ref()}))
+		if err != nil || card.Pid != h.Pid || card.CtlBytes != CtlSize(3) || card.Ref != ctl.Ref() {
+			t.Fatalf("card: %+v %v", card, err)
+		}
+		if (card.Ref != 0) != (o.Backing == BackingMemfd) {
+			t.Errorf("%s segment with ref %d", o.Backing, card.Ref)
+		}
+		name := o.CtlPathOf(job, card)
+		if name != ctl.Name {
+			t.Errorf("peers open %s, the segment is %s", name, ctl.Name)
+		}
+		// The owner holds its descriptor until both peers have mapped it.
+		o.Held.hold(ctl.Segment, func() bool { return ctl.Attached.Load() >= 2 })
+		other := o
+		other.CtlMagic++
+		if _, err := other.AttachCtl(log, job, card, h, 2); err == nil {
+			t.Error("another owner's control segment attached")
+		}
+		if _, err := o.AttachCtl(log, job, card, CtlHeader{Rank: 0, Pid: 99, LocalSize: 3}, 2); err == nil ||
+			!strings.Contains(err.Error(), fmt.Sprintf("names rank 0 (pid %d, 3 local ranks)", h.Pid)) {
+			t.Errorf("a control segment of another pid attached: %v", err)
+		}
+		var peers []*Ctl
+		for i := 1; i <= 2; i++ {
+			bell := ctl.Bell.Load()
+			c, err := o.AttachCtl(log, job, card, h, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Unmap()
+			peers = append(peers, c)
+			o.Held.Settle()
+			// The last attacher drops the name and rings the owner.
+			if exists(name) != (i < 2) || (ctl.Bell.Load() != bell) != (i == 2) {
+				t.Errorf("after attacher %d: segment there %v, bell %d -> %d", i, exists(name), bell, ctl.Bell.Load())
+			}
+		}
+		if o.Held.Len() != 0 {
+			t.Errorf("%d descriptors held after every peer mapped", o.Held.Len())
+		}
+		bell := ctl.Bell.Load()
+		peers[1].Announce(2, 77, 5)
+		if ctl.Bell.Load() != bell+1 || ctl.Slots[2].Load() != 77 || ctl.Refs[2].Load() != 5 || ctl.Slots[1].Load() != 0 {
+			t.Errorf("announcement: bell %d, slots %d %d, ref %d", ctl.Bell.Load(), ctl.Slots[1].Load(), ctl.Slots[2].Load(), ctl.Refs[2].Load())
+		}
+		ctl.Gone.Store(1)
+		if peers[0].Gone.Load() != 1 {
+			t.Error("the peer does not see the owner finalized")
+		}
+	})
+}
+
+// A box: the sender makes it and writes its header; the receiver maps it,
+// reads the header and adopts it, which drops its name (the file; the
+// memfd's descriptor at the sender's next Settle); the sender's Release
+// removes a file only when the receiver never adopted the box.
+func TestBox(t *testing.T) {
+	backings(t, func(t *testing.T, o Owner) {
+		job := testJob(t)
+		h := BoxHeader{Src: 1, Dst: 2, Pid: os.Getpid()}
+		senderCtl, err := o.CreateCtl(job, CtlHeader{Rank: 1, Pid: h.Pid, LocalSize: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer senderCtl.Destroy()
+		out, err := o.CreateBox(job, h.Src, h.Dst, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.WriteBoxHeader(out.Mem, h)
+		in, err := o.OpenBox(job, h.Src, h.Pid, h.Dst, out.Ref(), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := o.ParseBoxHeader(in.Mem); err != nil || got != h {
+			t.Errorf("box header: %+v, %v", got, err)
+		}
+		bell := senderCtl.Bell.Load()
+		if err := o.Adopt(in, senderCtl); err != nil {
+			t.Fatal(err)
+		}
+		if out.Attached.Load() != 1 || senderCtl.Bell.Load() != bell+1 {
+			t.Error("the sender does not see the box mapped, or was not rung")
+		}
+		o.Held.Settle()
+		if exists(out.Name) {
+			t.Error("an adopted box can still be opened by its name")
+		}
+		in.Unmap()
+		if err := o.Release(out); err != nil {
+			t.Fatal(err)
+		}
+
+		// Never adopted: the sender removes it.
+		out, err = o.CreateBox(job, h.Dst, h.Src, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := out.Name
+		if err := o.Release(out); err != nil {
+			t.Fatal(err)
+		}
+		if exists(name) {
+			t.Error("Release left a box nobody mapped")
+		}
+		if o.Held.Len() != 0 {
+			t.Errorf("%d descriptors held after Release", o.Held.Len())
+		}
+	})
 
 	bad := make([]byte, BoxOffData)
+	h := BoxHeader{Src: 1, Dst: 2, Pid: 77}
 	testOwner.WriteBoxHeader(bad, h)
 	binary.LittleEndian.PutUint32(bad[boxOffVersion:], 9)
 	if _, err := testOwner.ParseBoxHeader(bad); err == nil {
@@ -205,11 +260,12 @@ func TestParseForeignData(t *testing.T) {
 		t.Error("a short control segment parsed")
 	}
 
-	if pid, n, err := testOwner.ParseCard(testOwner.EncodeCard(42, CtlSize(3))); err != nil || pid != 42 || n != CtlSize(3) {
-		t.Errorf("card: %d %d %v", pid, n, err)
+	card := Card{Pid: 42, CtlBytes: CtlSize(3), Ref: 9}
+	if c, err := testOwner.ParseCard(testOwner.EncodeCard(card)); err != nil || c != card {
+		t.Errorf("card: %+v %v", c, err)
 	}
-	for _, b := range [][]byte{nil, make([]byte, CardLen), testOwner.EncodeCard(0, 4096), testOwner.EncodeCard(1, 10)} {
-		if _, _, err := testOwner.ParseCard(b); err == nil {
+	for _, b := range [][]byte{nil, make([]byte, CardLen), testOwner.EncodeCard(Card{Pid: 0, CtlBytes: 4096}), testOwner.EncodeCard(Card{Pid: 1, CtlBytes: 10})} {
+		if _, err := testOwner.ParseCard(b); err == nil {
 			t.Errorf("card %x parsed", b)
 		}
 	}
@@ -220,15 +276,15 @@ func FuzzHeaders(f *testing.F) {
 	ctl := make([]byte, CtlSize(2))
 	testOwner.WriteCtlHeader(ctl, CtlHeader{Rank: 1, Pid: 42, LocalSize: 2})
 	f.Add(ctl)
-	f.Add(testOwner.EncodeCard(42, CtlSize(2)))
+	f.Add(testOwner.EncodeCard(Card{Pid: 42, CtlBytes: CtlSize(2), Ref: 4}))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if h, err := testOwner.ParseCtlHeader(b); err == nil && CtlSize(h.LocalSize) > len(b) {
 			t.Fatalf("control header %+v in %d bytes", h, len(b))
 		}
 		testOwner.ParseBoxHeader(b)
-		if pid, n, err := testOwner.ParseCard(b); err == nil && (pid <= 0 || n < CtlSize(1)) {
-			t.Fatalf("card pid %d, %d bytes", pid, n)
+		if c, err := testOwner.ParseCard(b); err == nil && (c.Pid <= 0 || c.CtlBytes < CtlSize(1)) {
+			t.Fatalf("card %+v", c)
 		}
 	})
 }
@@ -288,15 +344,20 @@ func TestRemoveJobFiles(t *testing.T) {
 // ValidPath takes names from peers: it never panics, and what it accepts
 // is a file directly in Dir.
 func FuzzValidPath(f *testing.F) {
-	for _, s := range []string{"/dev/shm/gompi-j1-collsm-00ff", "/dev/shm/../etc/passwd", "/dev/shm/gompi-x/../../y", "gompi-a", "", "/dev/shm/"} {
+	for _, s := range []string{"/dev/shm/gompi-j1-collsm-00ff", "/dev/shm/../etc/passwd", "/dev/shm/gompi-x/../../y", "gompi-a", "", "/dev/shm/",
+		"/proc/12/fd/7", "/proc/12/fd/7/../../../etc/passwd", "/proc/self/fd/3", "/proc/12/fd/07"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
 		if !ValidPath(name) {
 			return
 		}
+		var pid, fd int
+		if n, _ := fmt.Sscanf(name, "/proc/%d/fd/%d", &pid, &fd); n == 2 && name == procFdPath(pid, fd) {
+			return
+		}
 		if filepath.Dir(name) != Dir || strings.Contains(name, "..") {
-			t.Fatalf("accepted %q, which is not a file in %s", name, Dir)
+			t.Fatalf("accepted %q, which is neither a file in %s nor a /proc descriptor", name, Dir)
 		}
 	})
 }

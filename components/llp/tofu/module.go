@@ -59,12 +59,12 @@ func (m *module) Name() string { return "tofu" }
 // AddProcs maps the control segment of every local peer that published a
 // card. The last peer to map a control segment removes its file.
 func (m *module) AddProcs(ranks []int) ([]bool, error) {
-	cards, err := owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
+	cards, err := m.owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cards {
-		p, err := m.attachPeer(c.Rank, c.Local, c.Pid, c.CtlBytes, len(cards))
+		p, err := m.attachPeer(c, len(cards))
 		if err != nil {
 			return nil, err
 		}
@@ -83,12 +83,12 @@ func (m *module) AddProcs(ranks []int) ([]bool, error) {
 // attachPeer maps a peer's control segment and counts itself in it; the
 // attacher that completes the count (every card holder but its owner)
 // removes the file.
-func (m *module) attachPeer(rank, local, pid, ctlBytes, attachers int) (*peer, error) {
-	ctl, err := m.owner.AttachCtl(m.log, m.job, ctlBytes, shmem.CtlHeader{Rank: rank, Pid: pid, LocalSize: len(m.localRanks)}, attachers)
+func (m *module) attachPeer(card shmem.Card, attachers int) (*peer, error) {
+	ctl, err := m.owner.AttachCtl(m.log, m.job, card, shmem.CtlHeader{Rank: card.Rank, Pid: card.Pid, LocalSize: len(m.localRanks)}, attachers)
 	if err != nil {
 		return nil, err
 	}
-	return &peer{rank: rank, local: local, pid: pid, ctl: ctl, gone: ctl.Gone}, nil
+	return &peer{rank: card.Rank, local: card.Local, pid: card.Pid, ctl: ctl, gone: ctl.Gone}, nil
 }
 
 func (m *module) RegisterRecv(fn llp.RecvFunc) { m.fn = fn }
@@ -158,8 +158,8 @@ func (m *module) connect(p *peer) (*outbox, error) {
 	}
 	writeBoxHeader(box.Mem, boxHeaderInfo{src: m.rank, dst: p.rank, pid: m.pid, geo: m.geo})
 	p.out, p.outBox = o, box
-	p.ctl.Announce(m.localIdx, m.geo.encode())
-	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", p.rank, "file", box.Name)
+	p.ctl.Announce(m.localIdx, m.geo.encode(), box.Ref())
+	m.log.Log(mca.VerboseInfo, "made the box to a local peer", "peer", p.rank, "segment", box.Name)
 	return o, nil
 }
 
@@ -222,8 +222,10 @@ func (m *module) attachBoxes() {
 		return
 	}
 	// Note the bell before reading the announce words: an announcement made
-	// meanwhile rings it again.
+	// meanwhile rings it again. The bell also rings when a peer has mapped
+	// a segment of ours: Settle closes what no peer needs to open any more.
 	m.bellSeen.Store(m.ctl.Bell.Load())
+	m.owner.Held.Settle()
 	var added []*inbox
 	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx || m.in[i] != nil {
@@ -234,12 +236,15 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		src := m.localRanks[i]
-		in, err := m.openBox(i, src, decodeGeometry(v))
+		ref := m.ctl.Refs[i].Load()
+		in, err := m.openBox(i, src, decodeGeometry(v), ref)
 		if err != nil {
 			// Whatever it is, it is no box of ours: do not look again. What
 			// the peer wrote there is lost, hence an error.
 			m.in[i] = &inbox{src: src, failed: true}
-			owner.Unlink(owner.BoxPath(m.job, src, m.rank))
+			if ref == 0 {
+				owner.Unlink(owner.BoxPath(m.job, src, m.rank))
+			}
 			m.log.Error("cannot attach the tofu box from a local peer", "peer", src, "error", err.Error())
 			continue
 		}
@@ -254,7 +259,7 @@ func (m *module) attachBoxes() {
 	}
 }
 
-func (m *module) openBox(local, src int, g geometry) (*inbox, error) {
+func (m *module) openBox(local, src int, g geometry, ref uint64) (*inbox, error) {
 	p := m.local[local]
 	if p == nil {
 		return nil, fmt.Errorf("rank %d is not reached here", src)
@@ -262,7 +267,7 @@ func (m *module) openBox(local, src int, g geometry) (*inbox, error) {
 	if !g.valid() {
 		return nil, fmt.Errorf("announced %d slots of %d bytes", g.slots, g.slotSize)
 	}
-	box, err := m.owner.OpenBox(m.job, src, m.rank, boxSize(g))
+	box, err := m.owner.OpenBox(m.job, src, p.pid, m.rank, ref, boxSize(g))
 	if err != nil {
 		return nil, err
 	}
@@ -282,7 +287,7 @@ func (m *module) openBox(local, src int, g geometry) (*inbox, error) {
 		box.Unmap()
 		return nil, err
 	}
-	if err := owner.Adopt(box); err != nil {
+	if err := owner.Adopt(box, p.ctl); err != nil {
 		return nil, err
 	}
 	return in, nil
@@ -317,8 +322,9 @@ func (m *module) Finalize() error {
 		}
 		if in := m.in[i]; in != nil && in.box != nil {
 			in.box.Unmap()
-		} else if in == nil && slot.Load() != 0 {
-			// Announced to us but never mapped: nobody else will remove it.
+		} else if in == nil && slot.Load() != 0 && m.ctl.Refs[i].Load() == 0 {
+			// A named box announced to us but never mapped: nobody else
+			// will remove it. (A memfd goes with its maker's descriptor.)
 			errs = append(errs, owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank)))
 		}
 	}
@@ -327,7 +333,7 @@ func (m *module) Finalize() error {
 	for i := range m.inAt {
 		m.inAt[i].Store(nil)
 	}
-	errs = append(errs, owner.Unlink(m.ctl.Name))
+	errs = append(errs, m.ctl.Drop())
 	m.ctl.Unmap()
 	return errors.Join(errs...)
 }

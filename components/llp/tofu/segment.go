@@ -10,11 +10,11 @@ import (
 // owner tells tofu's files and errors from another component's. Its file
 // names start with tofu-, after the job's prefix.
 var owner = shmem.Owner{Name: "llp tofu", CtlMagic: ctlMagic, BoxMagic: boxMagic, Version: version,
-	CardKey: "llp.tofu", CtlFile: "tofu-ctl-%d", BoxFile: "tofu-%d-%d"}
+	CardKey: "llp.tofu", CtlFile: "tofu-ctl-%d", BoxFile: "tofu-%d-%d", SizeParam: "llp_tofu_slots and llp_tofu_slot_size"}
 
 // Layouts: tofu's words in shmem's segments.
 const (
-	version = 2
+	version = 3 // 3: memfd segments, their Refs in cards and control slots
 
 	// The control segment, one per process, made at Query and mapped by the
 	// local peers in AddProcs, is shmem's; its announce slots hold the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/internal/p2pcheck"
 	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
@@ -175,9 +177,64 @@ func TestFiles(t *testing.T) {
 					return fmt.Errorf("files left after Finalize: %v (%v)", files, err)
 				}
 				return err
-			})
+			}, mpitest.WithMCA(shmem.BackingParam, "file"))
 		})
 	}
+}
+
+// With memfd segments (the default) tofu makes no file: the box of the
+// first send is a descriptor of its sender, closed once the receiver has
+// mapped it and rung the sender; after Finalize no descriptor of the job
+// is left.
+func TestMemfdBox(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c, rt, job := r.CommWorld(), r.Runtime(), r.JobID()
+		if err := rt.Barrier(); err != nil {
+			return err
+		}
+		if r.Rank() == 0 {
+			if err := c.Send([]byte("hello"), 1, 1); err != nil {
+				return err
+			}
+			if fds := memfds(job, "tofu-0-1"); len(fds) != 1 {
+				return fmt.Errorf("after the first send: descriptors %v, want the box's", fds)
+			}
+			// The receiver's answer comes after it adopted the box; the
+			// Recv's progress then settles it.
+			if _, err := c.Recv(nil, 1, 2); err != nil {
+				return err
+			}
+			if fds := memfds(job, "tofu-0-1"); len(fds) != 0 {
+				return fmt.Errorf("the receiver has mapped the box: descriptors %v still open", fds)
+			}
+		} else {
+			buf := make([]byte, 8)
+			if _, err := c.Recv(buf, 0, 1); err != nil {
+				return err
+			}
+			if err := c.Send(nil, 0, 2); err != nil {
+				return err
+			}
+		}
+		if files, err := testutil.FindShmFiles(job, "*"); err != nil || len(files) != 0 {
+			return fmt.Errorf("files of a job with memfd segments: %v (%v)", files, err)
+		}
+		return nil
+	}, mpitest.WithMCA(shmem.BackingParam, "memfd"))
+}
+
+// memfds lists the process's descriptors to memfd segments of job whose
+// names (after gompi-<job>-) start with prefix.
+func memfds(job, prefix string) []string {
+	want := "/memfd:" + filepath.Base(shmem.Path(job, prefix))
+	ents, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, want) {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // A bad value fails Init with a message that names the parameter and what
