@@ -103,7 +103,9 @@ func watch(t testing.TB) *watcher {
 	if err != nil {
 		t.Skipf("inotify: %v", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, shmem.Dir, unix.IN_CREATE); err != nil {
+	// IN_ATTRIB too: a named segment is made with mode 0 and given 0600
+	// once its maker holds its lock (shmem.Sweep's sign of a live maker).
+	if _, err := unix.InotifyAddWatch(fd, shmem.Dir, unix.IN_CREATE|unix.IN_ATTRIB); err != nil {
 		unix.Close(fd)
 		t.Skipf("inotify on %s: %v", shmem.Dir, err)
 	}
@@ -147,7 +149,9 @@ func (w *watcher) run() {
 				mode = st.Mode()
 			}
 			w.mu.Lock()
-			w.files[name] = mode
+			if mode&0o777 != 0 || w.files[name] == 0 {
+				w.files[name] = mode
+			}
 			w.mu.Unlock()
 		}
 	}

@@ -1,15 +1,22 @@
 // Package shm is the shared-memory BTL: fragments between processes of one
-// node through files mapped from /dev/shm, and large buffers with one copy
-// through process_vm_readv/writev (cross-memory attach, CMA).
+// node through shared segments, and large buffers with one copy through
+// process_vm_readv/writev (cross-memory attach, CMA).
 //
 // # Segments and their lifetime
 //
-// Every file of a job is named gompi-<jobid>-…, made with O_EXCL and mode
-// 0600, and removed as soon as every process that needs it has mapped it, so
-// that a crash after that leaves nothing in /dev/shm (mpirun removes what a
-// crash during set-up left behind, with shmem.RemoveJobFiles). The
-// mechanism, control segments included, is package shmem's; the boxes and
-// their rings are shm's own.
+// Segments are memfds by default (shmem_backing = auto): sealed to their
+// size, opened by peers through /proc/<maker pid>/fd, their maker's
+// descriptor closed once every peer that needs them has mapped them, so
+// that no name exists that a crash, at any moment and under any launcher,
+// could leave. With named files (shmem_backing = file, or where memfd
+// cannot be used) every file of a job is named gompi-<jobid>-…, made with
+// O_EXCL and mode 0600, locked by its maker, and removed as soon as every
+// process that needs it has mapped it; what a crash during set-up leaves,
+// mpirun removes at job end (shmem.RemoveJobFiles) and the node's next job
+// sweeps at Init (shmem.Sweep), under any launcher. Below, "removes the
+// file" is, for a memfd, "its maker closes its descriptor". The mechanism,
+// control segments included, is package shmem's; the boxes and their
+// rings are shm's own.
 //
 //   - A control segment per process (gompi-<jobid>-ctl-<rank>, one page for
 //     up to 448 local ranks), made at Query, announced by a modex card, mapped

@@ -1,18 +1,36 @@
 // Package shmem is the shared-memory mechanism of the components that talk
-// through files in /dev/shm (btl shm, llp tofu), as Open MPI's
+// through memory (btl shm, llp tofu, coll sm), as Open MPI's
 // opal/mca/common/sm is the common part of its shared-memory components. It
-// is not a component: it registers nothing, and a component that uses it
-// imports it as it imports its framework. What a component puts in its
-// segments (rings, slots, its own header words) stays in the component.
+// is not a component: it registers nothing but its parameter, and a
+// component that uses it imports it as it imports its framework. What a
+// component puts in its segments (rings, slots, its own header words)
+// stays in the component.
 //
-// # Files
+// # Segments: memfds, or named files
 //
-// Every file of a job is named gompi-<jobid>-<name> (Path), so that
-// RemoveJobFiles, which launchers call at job end, removes the files of
-// every component whatever happened to the ranks. A file is made with
-// O_EXCL and mode 0600, its pages reserved at once, and removed as soon as
-// every process that needs it has mapped it, so that a crash after that
-// leaves nothing behind.
+// A segment is a memfd by default (shmem_backing, ChooseBacking): anonymous
+// memory sealed to its size, which peers open through /proc/<maker
+// pid>/fd/<n> (PathOf), told the pid and the number (a Ref) by a card in
+// the modex, an announce slot, or a message. Its maker keeps the
+// descriptor only until every peer that needs it has mapped it (Held), so
+// nothing names the memory after that, and it goes with the last process
+// that maps it, however the processes end: no launcher has to clean up,
+// and /dev/shm's size does not bound it. Passing descriptors over a unix
+// socket (SCM_RIGHTS) would need a socket between every pair of local
+// ranks, which Hydra and Slurm do not give us; /proc needs only what
+// reading a peer's /proc/<pid>/fd needs (the same user, a dumpable
+// process), which Yama's ptrace scopes do not restrict (they govern
+// attaching).
+//
+// Where memfds cannot be used (no memfd_create, no /proc, a /proc of
+// another pid namespace), segments are named files in Dir, gompi-<jobid>-
+// <name> (Path), made with O_EXCL and mode 0600, their pages reserved at
+// once, and removed as soon as every process that needs them has mapped
+// them. A crash before that leaves them: RemoveJobFiles, which mpirun calls
+// at job end, removes a job's files, and Sweep, which the node's first
+// rank calls at Init, removes those of jobs whose makers are gone (each
+// maker holds a lock on its file, which the kernel drops with the
+// process).
 //
 // # Control segments and boxes
 //
@@ -20,17 +38,20 @@
 // and announces it with a business card in the modex (PublishCard). In
 // AddProcs each local peer reads the cards (ReadCards), maps each control
 // segment (AttachCtl) and counts itself in its attach word; the peer that
-// completes the count removes the file. A control segment holds the owner's identity, a doorbell, a
-// "finalized" word, and one announce slot per local rank, through which a
-// peer tells the owner about a box it made for it (Announce): the owner
-// loads its doorbell, and looks at the slots when it changed.
+// completes the count removes the file and rings the owner, whose next look
+// at its doorbell closes its descriptor (Held.Settle). A control segment
+// holds the owner's identity, a doorbell, a "finalized" word, and one
+// announce slot and one Ref per local rank, through which a peer tells the
+// owner about a box it made for it (Announce): the owner loads its
+// doorbell, and looks at the slots when it changed.
 //
 // A box is a segment from one process to one local peer, made by its sender
 // on its first send (CreateBox), so that memory grows with the pairs that
 // talk rather than with the square of the local ranks. Its header names
-// both ends; its receiver maps it (OpenBox), checks it, and marks it mapped
-// and removes its file (Adopt); at Finalize its sender removes it if the
-// receiver never did (Release). What a box carries, and how, is the
+// both ends; its receiver maps it (OpenBox), checks it, removes its file,
+// marks it mapped and rings the sender (Adopt), which then closes its
+// descriptor; at Finalize its sender removes a file the receiver never
+// mapped (Release). What a box carries, and how, is the
 // component's.
 //
 // Mapped memory is shared with other processes (or with other goroutine

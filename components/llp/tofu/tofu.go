@@ -18,10 +18,13 @@
 //
 // # Segments and their lifetime (package shmem's, as btl shm's)
 //
-// Every file is named gompi-<jobid>-tofu-…, so that the cleanup launchers
-// run at job end (shmem.RemoveJobFiles) removes it; it is made with O_EXCL
-// and mode 0600, and removed as soon as both sides have mapped it, so that a
-// crash after that leaves nothing in /dev/shm.
+// Segments are memfds by default (shmem_backing): peers open them through
+// /proc/<maker pid>/fd, and a crash, at any moment, leaves nothing. With
+// named files (the fallback), every file is named gompi-<jobid>-tofu-…, so
+// that the cleanup launchers run at job end (shmem.RemoveJobFiles) and the
+// next job's sweep remove it; it is made with O_EXCL and mode 0600, and
+// removed as soon as both sides have mapped it. Below, "removes the file"
+// is, for a memfd, "its maker closes its descriptor".
 //
 //   - A control segment per process (gompi-<jobid>-tofu-ctl-<rank>), made at
 //     Query and announced by a business card in the modex, mapped by each
