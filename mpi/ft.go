@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/internal/mpihook"
 	"github.com/gompi/gompi/mpierr"
@@ -505,6 +506,7 @@ func (i *Instance) onNotice(src int, msg []byte) {
 
 func init() {
 	mpihook.Crash = func(inst any) { inst.(*Instance).crash() }
+	mpihook.LLPs = func(inst any) []llp.Module { return inst.(*Instance).llps }
 }
 
 // crash is mpihook.Crash: the instance stops as a killed process would.

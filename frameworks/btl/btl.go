@@ -287,7 +287,8 @@ type FragmentPeeker interface {
 	// without taking it. It returns false at once when none is there or
 	// another goroutine is receiving on the module. On true the module's
 	// receiving side is held until Done, and frag is valid until then; the
-	// caller must call Done. An idle Peek takes no lock and writes nothing.
+	// caller must call Done. An idle Peek may take and drop the lock: a
+	// look at mapped memory must not race with Finalize's unmapping.
 	Peek(ep Endpoint) (tag Tag, frag []byte, ok bool)
 	// Done ends a successful Peek: consume frees the fragment (the caller
 	// took it); otherwise it stays for Progress to deliver.

@@ -118,7 +118,8 @@ type MessagePeeker interface {
 	// false at once when none is published or another goroutine is
 	// receiving on the module. On true the module's receiving side is held
 	// until Done, and msg is valid until then; the caller must call Done.
-	// An idle Peek takes no lock and writes nothing.
+	// An idle Peek may take and drop the lock: a look at mapped memory must
+	// not race with Finalize's unmapping.
 	Peek(src int) (msg []byte, ok bool)
 	// Done ends a successful Peek: consume frees the message (the caller
 	// took it); otherwise it stays for Progress to deliver.

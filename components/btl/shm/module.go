@@ -46,17 +46,18 @@ type module struct {
 	eps        []*endpoint // by local index; nil for ourselves and non-shm peers
 
 	closed atomic.Bool
+	// testRead, set by tests only (export_test.go), runs just before Peek's
+	// first read of a ring: a test widens the window there.
+	testRead func()
 
 	// Receiving side, under progress.
 	progress sync.Mutex
 	bell     uint64   // our doorbell as last seen
 	in       []*inbox // by local index
-	// inAt is in, readable without the lock (Peek's idle look).
-	inAt    []atomic.Pointer[inbox]
-	active  []*inbox // attached and readable
-	polls   int      // Progress calls since the last liveness check
-	pollFds []unix.PollFd
-	pollEps []*endpoint
+	active   []*inbox // attached and readable
+	polls    int      // Progress calls since the last liveness check
+	pollFds  []unix.PollFd
+	pollEps  []*endpoint
 
 	// Lost peers found outside Progress (by Send or Get) are told to the
 	// callback by the next Progress: Send's caller may hold locks that the
@@ -378,7 +379,6 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		m.in[i] = in
-		m.inAt[i].Store(in)
 		m.active = append(m.active, in)
 		m.log.Log(mca.VerboseInfo, "mapped the box from a local peer and removed its file", "peer", in.src, "ring_bytes", size)
 	}
@@ -609,9 +609,6 @@ func (m *module) Finalize() error {
 		}
 	}
 	m.active = nil
-	for i := range m.inAt {
-		m.inAt[i].Store(nil)
-	}
 	errs = append(errs, m.ctl.Drop())
 	m.ctl.Unmap()
 	return errors.Join(errs...)
@@ -621,19 +618,21 @@ func (m *module) Finalize() error {
 // the progress lock until Done (btl.FragmentPeeker).
 func (m *module) Peek(ep btl.Endpoint) (btl.Tag, []byte, bool) {
 	e, ok := ep.(*endpoint)
-	if !ok || e == nil || e.m != m || m.closed.Load() {
+	if !ok || e == nil || e.m != m {
 		return 0, nil, false
 	}
-	in := m.inAt[e.local].Load()
-	if in == nil || !in.c.ready() {
-		return 0, nil, false
-	}
+	// The lock before the first read of the ring: Finalize unmaps it under
+	// the lock, after setting closed.
 	if !m.progress.TryLock() {
 		return 0, nil, false
 	}
-	if m.closed.Load() || in.failed {
+	in := m.in[e.local]
+	if m.closed.Load() || in == nil || in.failed {
 		m.progress.Unlock()
 		return 0, nil, false
+	}
+	if m.testRead != nil {
+		m.testRead()
 	}
 	tag, frag, ok := in.c.peek()
 	if !ok {
@@ -646,7 +645,7 @@ func (m *module) Peek(ep btl.Endpoint) (btl.Tag, []byte, bool) {
 // Done ends a Peek that returned true.
 func (m *module) Done(ep btl.Endpoint, consume bool) {
 	if consume {
-		m.inAt[ep.(*endpoint).local].Load().c.consume()
+		m.in[ep.(*endpoint).local].c.consume()
 	}
 	m.progress.Unlock()
 }

@@ -199,14 +199,6 @@ func newConsumer(ring []byte, tail *atomic.Uint64) (*consumer, error) {
 		tail: tail, pos: tail.Load() &^ 7}, nil
 }
 
-// ready reports whether a record (or the padding before one) is published
-// at the consumer's position, reading the tail word rather than pos: it
-// runs without the owner's lock, and a wrong answer costs a locked look.
-func (c *consumer) ready() bool {
-	t := c.tail.Load()
-	return stamped(stampAt(c.ring, t&c.mask&^7).Load(), t)
-}
-
 // peek returns the next fragment without taking it, stepping over the
 // padding at the end of the ring; false when none is published or the ring
 // holds garbage (poll reports it). The owner serializes calls.

@@ -104,7 +104,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -249,7 +248,6 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	}
 	m.eps = make([]*endpoint, len(m.localRanks))
 	m.in = make([]*inbox, len(m.localRanks))
-	m.inAt = make([]atomic.Pointer[inbox], len(m.localRanks))
 	ctl, err := m.owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)})
 	if err != nil {
 		return nil, err

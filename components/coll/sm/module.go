@@ -191,9 +191,14 @@ func (m *module) setup(c coll.Comm) error {
 	size := segmentSize(m.n, m.slot)
 	owner := shmem.Owner{Name: "coll sm", Maps: shmem.MapsFor(rt), Backing: m.backing, SizeParam: SegmentBytesParam}
 	var problem error
+	fault := m.fault(rt)
 	if m.me == 0 {
 		name := shmem.Path(job.ID, fmt.Sprintf("collsm-%016x", rand.Uint64()))
-		seg, err := owner.Create(name, size)
+		var seg *shmem.Segment
+		err := fault
+		if err == nil {
+			seg, err = owner.Create(name, size)
+		}
 		if err == nil {
 			// What peers open: the file, or the memfd through /proc.
 			m.seg, name = seg, seg.Name
@@ -245,7 +250,10 @@ func (m *module) setup(c coll.Comm) error {
 	k := st.Count
 	ok := []byte{0}
 	if k > 0 {
-		if problem = m.attach(owner, string(buf[:k]), size); problem == nil {
+		if problem = fault; problem == nil {
+			problem = m.attach(owner, string(buf[:k]), size)
+		}
+		if problem == nil {
 			ok[0] = 1
 		}
 	} else {
@@ -267,6 +275,19 @@ func (m *module) setup(c coll.Comm) error {
 		problem = fmt.Errorf("another rank could not map the segment")
 	}
 	return m.settle(false, problem)
+}
+
+// faultKey names, among the goroutine ranks of a job (rte.Neighborhood),
+// an error that this package's tests make the setup of one world rank fail
+// with (FailSetup in export_test.go): rank 0's making of the segment,
+// another rank's mapping of it.
+type faultKey struct{ rank int }
+
+// fault is the error a test injected for this rank's setup; nil in a
+// process of its own.
+func (m *module) fault(rt *rte.Runtime) error {
+	err, _ := rt.Neighborhood().Shared(faultKey{m.node.WorldRank(m.me)}, func() any { return nil }).(error)
+	return err
 }
 
 // attach maps the segment rank 0 made and checks that it is what this

@@ -31,15 +31,17 @@ type module struct {
 	local      []*peer    // by local index
 
 	closed atomic.Bool
+	// testRead, set by tests only (export_test.go), runs just before the
+	// first read of mapped memory in Progress and Peek: a test widens the
+	// window there.
+	testRead func()
 
-	// Receiving side. active is read without the lock by the idle check
-	// and replaced (copy on write) under it.
-	bellSeen atomic.Uint64
-	active   atomic.Pointer[[]*inbox]
+	// Receiving side, under progress: every read of a box or of our
+	// control segment is, since Finalize unmaps them under it.
 	progress sync.Mutex
-	in       []*inbox // by local index, under progress
-	// inAt is in, readable without the lock (Peek's idle look).
-	inAt []atomic.Pointer[inbox]
+	bellSeen uint64   // our doorbell as last seen
+	in       []*inbox // by local index
+	active   []*inbox // attached and readable
 }
 
 // peer is a local process this module reaches.
@@ -163,25 +165,11 @@ func (m *module) connect(p *peer) (*outbox, error) {
 	return o, nil
 }
 
-// Progress delivers what peers wrote. When nothing is there it takes no
-// lock: a load of the doorbell and one of the next stamp per box.
+// Progress delivers what peers wrote. When nothing is there it costs the
+// lock, a load of the doorbell and one of the next stamp per box.
 func (m *module) Progress() int {
-	if m.closed.Load() {
-		return 0
-	}
-	if m.ctl.Bell.Load() != m.bellSeen.Load() {
-		m.attachBoxes()
-	}
-	for _, in := range *m.active.Load() {
-		if in.ready() {
-			return m.drain()
-		}
-	}
-	return 0
-}
-
-// drain delivers the messages of every box, under the progress lock.
-func (m *module) drain() int {
+	// The lock before the first read of mapped memory: Finalize sets
+	// closed, then unmaps under it.
 	if !m.progress.TryLock() {
 		return 0
 	}
@@ -189,9 +177,15 @@ func (m *module) drain() int {
 	if m.closed.Load() {
 		return 0
 	}
+	if m.testRead != nil {
+		m.testRead()
+	}
+	if m.ctl.Bell.Load() != m.bellSeen {
+		m.attachBoxes()
+	}
 	n := 0
 	broken := false
-	for _, in := range *m.active.Load() {
+	for _, in := range m.active {
 		k, err := in.poll(m.fn)
 		n += k
 		if err != nil {
@@ -200,33 +194,26 @@ func (m *module) drain() int {
 		}
 	}
 	if broken {
-		var keep []*inbox
-		for _, in := range *m.active.Load() {
+		keep := m.active[:0]
+		for _, in := range m.active {
 			if !in.failed {
 				keep = append(keep, in)
 			}
 		}
-		m.active.Store(&keep)
+		m.active = keep
 	}
 	return n
 }
 
 // attachBoxes maps the boxes peers announced since the last look and
-// removes their files: both sides have them mapped now.
+// removes their files: both sides have them mapped now. Callers hold the
+// progress lock.
 func (m *module) attachBoxes() {
-	if !m.progress.TryLock() {
-		return // whoever holds it, or the next Progress, will look
-	}
-	defer m.progress.Unlock()
-	if m.closed.Load() {
-		return
-	}
 	// Note the bell before reading the announce words: an announcement made
 	// meanwhile rings it again. The bell also rings when a peer has mapped
 	// a segment of ours: Settle closes what no peer needs to open any more.
-	m.bellSeen.Store(m.ctl.Bell.Load())
+	m.bellSeen = m.ctl.Bell.Load()
 	m.owner.Held.Settle()
-	var added []*inbox
 	for i, slot := range m.ctl.Slots {
 		if i == m.localIdx || m.in[i] != nil {
 			continue
@@ -249,13 +236,8 @@ func (m *module) attachBoxes() {
 			continue
 		}
 		m.in[i] = in
-		m.inAt[i].Store(in)
-		added = append(added, in)
+		m.active = append(m.active, in)
 		m.log.Log(mca.VerboseInfo, "mapped the box from a local peer and removed its file", "peer", src)
-	}
-	if len(added) > 0 {
-		next := append(append([]*inbox(nil), *m.active.Load()...), added...)
-		m.active.Store(&next)
 	}
 }
 
@@ -328,11 +310,7 @@ func (m *module) Finalize() error {
 			errs = append(errs, owner.Unlink(owner.BoxPath(m.job, m.localRanks[i], m.rank)))
 		}
 	}
-	empty := []*inbox{}
-	m.active.Store(&empty)
-	for i := range m.inAt {
-		m.inAt[i].Store(nil)
-	}
+	m.active = nil
 	errs = append(errs, m.ctl.Drop())
 	m.ctl.Unmap()
 	return errors.Join(errs...)
@@ -348,19 +326,21 @@ func (m *module) Peek(src int) ([]byte, bool) {
 	if p == nil {
 		return nil, false
 	}
-	in := m.inAt[p.local].Load()
-	if in == nil || m.closed.Load() || !in.ready() {
-		return nil, false
-	}
+	// The lock before the first read of the box: Finalize sets closed,
+	// then unmaps under it.
 	if !m.progress.TryLock() {
 		return nil, false
 	}
-	if m.closed.Load() {
+	in := m.in[p.local]
+	if m.closed.Load() || in == nil || in.failed {
 		m.progress.Unlock()
 		return nil, false
 	}
+	if m.testRead != nil {
+		m.testRead()
+	}
 	msg, ok := in.peek()
-	if !ok || in.failed {
+	if !ok {
 		m.progress.Unlock()
 		return nil, false
 	}
@@ -370,7 +350,7 @@ func (m *module) Peek(src int) ([]byte, bool) {
 // Done ends a Peek that returned true.
 func (m *module) Done(src int, consume bool) {
 	if consume {
-		m.inAt[m.peers[src].local].Load().consume()
+		m.in[m.peers[src].local].consume()
 	}
 	m.progress.Unlock()
 }

@@ -134,8 +134,7 @@ type inbox struct {
 	n, mask  uint64
 	// ack, in the box, counts the messages consumed: the receiver writes
 	// it (under the module's progress lock) after each message, the sender
-	// reads it when it runs out of slots, and the idle check reads it as
-	// the number of the next message to look for.
+	// reads it when it runs out of slots.
 	ack    *atomic.Uint64
 	next   uint64 // ack's value, under the progress lock
 	failed bool
@@ -148,14 +147,6 @@ func newInbox(src int, box *shmem.Box, slots []byte, g geometry, ack *atomic.Uin
 	in := &inbox{src: src, box: box, slots: slots, slotSize: g.slotSize, n: uint64(g.slots), mask: uint64(g.slots) - 1, ack: ack}
 	in.next = ack.Load()
 	return in, nil
-}
-
-// ready reports whether the next message is published: a load of the ack
-// word (the next message's number) and one of its stamp. Without the lock:
-// a wrong answer costs a locked poll, nothing more.
-func (in *inbox) ready() bool {
-	k := in.ack.Load()
-	return stampAt(in.slots, int(k&in.mask)*in.slotSize).Load() == k+1
 }
 
 // peek returns the next message when it is published and well formed,
@@ -186,8 +177,7 @@ func (in *inbox) consume() {
 //
 // The ack is stored when poll returns and after every quarter of the slots
 // (a locked exchange on x86 per message cost more than the delivery of a
-// small one); until then the sender sees the slots still taken, and the
-// idle check may take a locked look for nothing.
+// small one); until then the sender sees the slots still taken.
 func (in *inbox) poll(fn func(src int, msg []byte)) (int, error) {
 	done := 0
 	for uint64(done) < in.n {

@@ -29,6 +29,13 @@ func pair(t *testing.T, g geometry) (*outbox, *inbox, []byte) {
 	return o, in, slots
 }
 
+// ready reports whether the next message is published, as the ack word
+// (the next message's number) and its stamp say.
+func (in *inbox) ready() bool {
+	k := in.ack.Load()
+	return stampAt(in.slots, int(k&in.mask)*in.slotSize).Load() == k+1
+}
+
 type got struct {
 	src int
 	msg string

@@ -57,7 +57,6 @@ package tofu
 import (
 	"fmt"
 	"os"
-	"sync/atomic"
 
 	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/llp"
@@ -147,9 +146,6 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	}
 	m.local = make([]*peer, len(m.localRanks))
 	m.in = make([]*inbox, len(m.localRanks))
-	m.inAt = make([]atomic.Pointer[inbox], len(m.localRanks))
-	empty := []*inbox{}
-	m.active.Store(&empty)
 	if m.ctl, err = m.owner.CreateCtl(job.ID, shmem.CtlHeader{Rank: job.Rank, Pid: m.pid, LocalSize: len(m.localRanks)}); err != nil {
 		return nil, err
 	}
