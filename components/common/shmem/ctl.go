@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gompi/gompi/mca"
@@ -47,6 +48,19 @@ type Ctl struct {
 	Sleep    *atomic.Uint64   // non-zero while the owner sleeps: a peer that writes to it then rings its bell
 	Slots    []*atomic.Uint64 // by local rank: what it announced, 0 for nothing
 	Refs     []*atomic.Uint64 // by local rank: the Ref of the box it announced
+
+	// armMu keeps Arm and Disarm off the memory once Unmap has begun: a
+	// goroutine that armed before another finalized disarms after.
+	armMu    sync.Mutex
+	unmapped bool
+}
+
+// Unmap unmaps the control segment, after any Arm or Disarm under way.
+func (c *Ctl) Unmap() {
+	c.armMu.Lock()
+	c.unmapped = true
+	c.armMu.Unlock()
+	c.Segment.Unmap()
 }
 
 func (o Owner) bindCtl(seg *Segment, localSize int) (*Ctl, error) {
@@ -173,8 +187,20 @@ func (c *Ctl) Announce(local int, v, ref uint64) {
 // Arm and Disarm make the owner of c, this process's own control segment,
 // an rte.Watcher: while armed, peers that write to the owner ring its bell
 // (see Asleep).
-func (c *Ctl) Arm()    { c.Sleep.Add(1) }
-func (c *Ctl) Disarm() { c.Sleep.Add(^uint64(0)) }
+// They take a lock (a sleeper's cost, not a message's): the bell's
+// sleepers arm and disarm whatever watched when they fell asleep, and
+// Finalize may unmap the segment in between.
+func (c *Ctl) Arm() { c.addSleep(1) }
+
+func (c *Ctl) Disarm() { c.addSleep(^uint64(0)) }
+
+func (c *Ctl) addSleep(d uint64) {
+	c.armMu.Lock()
+	if !c.unmapped {
+		c.Sleep.Add(d)
+	}
+	c.armMu.Unlock()
+}
 
 // Asleep reports whether the owner of c, a peer's control segment, has a
 // goroutine asleep: the caller, which has just published a message for it,

@@ -361,3 +361,22 @@ func FuzzValidPath(f *testing.F) {
 		}
 	})
 }
+
+// A goroutine that armed the bell's watchers before another finalized
+// disarms them after: Arm and Disarm of an unmapped control segment touch
+// nothing (they used to fault).
+func TestArmAfterUnmap(t *testing.T) {
+	job := testJob(t)
+	ctl, err := testOwner.CreateCtl(job, CtlHeader{Rank: 0, Pid: os.Getpid(), LocalSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl.Arm()
+	if ctl.Sleep.Load() != 1 {
+		t.Fatalf("armed: sleep count %d", ctl.Sleep.Load())
+	}
+	ctl.Drop()
+	ctl.Unmap()
+	ctl.Disarm()
+	ctl.Arm()
+}
