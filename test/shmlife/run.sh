@@ -119,12 +119,16 @@ now_ms() { ms_now=$((${EPOCHREALTIME/./} / 1000)); }
 # writes): the kill's timing is the measurement, and on two cores busy
 # with the ranks a fork takes milliseconds.
 exec {nap_fd}<> <(:)
-sleep_ms() { read -rt "$(printf '%d.%03d' $(($1 / 1000)) $(($1 % 1000)))" -u "$nap_fd"; }
+sleep_ms() {
+  local s
+  printf -v s '%d.%03d' $(($1 / 1000)) $(($1 % 1000))
+  read -rt "$s" -u "$nap_fd"
+}
 # header_pid FILE OFFSET: the uint32 at OFFSET (a pid in a segment header).
 header_pid() { od -An -tu4 -j"$2" -N4 "$1" 2>/dev/null | tr -d ' '; }
 # wait_files N PATTERN: waits up to 10 s for N files matching the glob,
-# and leaves them in the array got. Builtins only but sleep: the ranks
-# are in Init meanwhile, and the two cores are theirs.
+# and leaves them in the array got. Builtins only: the ranks are in Init
+# meanwhile, and the two cores are theirs.
 wait_files() {
   local t0
   now_ms
