@@ -28,4 +28,12 @@
 // and the hangs:
 //
 //	GOMPI_FAULT_ROUNDS=100 go test -v -run TestRecovery -timeout 3h ./internal/faulttest
+//
+// TestShmLife checks that a job whose rank is killed where its segments'
+// files exist (inside Init before the modex fence; before its first
+// collective, which the others entered) leaves no file in /dev/shm once it
+// has ended, under gompi's mpirun and under MPICH's Hydra (mpiexec.mpich,
+// skipped when absent). Two rounds of each (one under -short); the same
+// knob sets them. test/shmlife/run.sh measures the same at random moments,
+// under srun too, with the bytes left and Shmem.
 package faulttest

@@ -19,12 +19,12 @@ import (
 	"github.com/gompi/gompi/internal/testutil"
 )
 
-var bin struct{ mpirun, faultprog, recoverprog string }
+var bin struct{ mpirun, faultprog, recoverprog, shmkill string }
 
 func TestMain(m *testing.M) {
 	testutil.Main(m, map[*string]string{
 		&bin.mpirun: "../../cmd/mpirun", &bin.faultprog: "../testprogs/faultprog",
-		&bin.recoverprog: "../testprogs/recoverprog"})
+		&bin.recoverprog: "../testprogs/recoverprog", &bin.shmkill: "../testprogs/shmkill"})
 }
 
 // endBound is the liveness bound of the issue: a job ends within 3 s of a

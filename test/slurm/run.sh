@@ -11,63 +11,32 @@
 #
 # It needs root (slurmd launches tasks as their user) and Debian's slurmctld,
 # slurmd and slurm-client, which it installs with apt-get when they are
-# missing. It never removes packages: Debian's MPICH and Open MPI depend on
-# libslurm and libmunge, and purging Slurm or munge takes them along.
+# missing (never removing any). The cluster is private to this run and
+# brought up by cluster.sh (beside this script; test/shmlife/run.sh uses it
+# too), which says how. Every srun runs under a timeout: Slurm's failures
+# hang rather than fail.
 #
-# The cluster is private to this run: its slurm.conf, state, spool, logs and
-# pid files live in a temporary directory (SLURM_CONF points at it; /etc/slurm
-# is not touched), its daemons listen on their own ports, and authentication
-# is auth/none, so munged is not needed. ProctrackType=proctrack/linuxproc and
-# TaskPlugin=task/none because the cgroup plugins fail in containers;
-# SelectTypeParameters=CR_Core and OverSubscribe so that steps share the
-# node; srun -O because 4 tasks outnumber the cores. Every srun runs under a
-# timeout: Slurm's failures hang rather than fail.
+# The abort case also checks that the aborted job left no file in /dev/shm
+# (issue [shmlife]): under srun nobody sweeps what the ranks' segments left.
 set -uo pipefail
 
 SRUN_TIMEOUT=${SRUN_TIMEOUT:-60}
-CTLD_PORT=${SLURM_TEST_CTLD_PORT:-16817}
-SLURMD_PORT=${SLURM_TEST_SLURMD_PORT:-16818}
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
 skip() { echo "skipped: $*"; exit 77; }
 say() { echo "slurm-test: $*"; }
+# shellcheck source=test/slurm/cluster.sh
+. "$root/test/slurm/cluster.sh"
 
-[ "$(id -u)" = 0 ] || skip "needs root (slurmd launches the tasks); run as root: sudo $0"
 command -v go >/dev/null || skip "no go on PATH"
 command -v timeout >/dev/null || skip "no timeout(1) (coreutils)"
-
-# Install what is missing. Only install: never purge or remove (see above).
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v srun >/dev/null; then
-  command -v apt-get >/dev/null || skip "Slurm is not installed and there is no apt-get to install it"
-  say "installing slurmctld slurmd slurm-client munge"
-  export DEBIAN_FRONTEND=noninteractive
-  if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge; } >/tmp/gompi-slurm-apt.log 2>&1; then
-    tail -5 /tmp/gompi-slurm-apt.log
-    skip "apt-get could not install slurmctld slurmd slurm-client munge (log: /tmp/gompi-slurm-apt.log)"
-  fi
-fi
-plugdir=$(dirname "$(find /usr/lib -name mpi_pmi2.so -path '*slurm*' 2>/dev/null | head -1)")
-[ -f "$plugdir/mpi_pmi2.so" ] || skip "Slurm is installed but has no mpi_pmi2 plugin"
+slurm_prepare || skip "$slurm_skip_reason"
 
 dir=$(mktemp -d /tmp/gompi-slurm.XXXXXX)
-pids=()
 failed=0
-# stop_cluster stops only the daemons this script started, by pid, and
-# waits for them.
-stop_cluster() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
-  for pid in "${pids[@]}"; do
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-    kill -9 "$pid" 2>/dev/null
-    wait "$pid" 2>/dev/null
-  done
-  pids=()
-}
 cleanup() {
   stop_cluster
-  if [ "$failed" != 0 ]; then
-    for f in "$dir"/cluster*/log/*.log; do [ -f "$f" ] && { echo "--- $f (last lines)"; tail -20 "$f"; }; done
-  fi
+  [ "$failed" != 0 ] && cluster_logs
   rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -76,79 +45,6 @@ trap 'exit 1' INT TERM
 say "building the examples"
 (cd "$root" && go build -o "$dir/bin/ring" ./examples/ring && go build -o "$dir/bin/collectives" ./examples/collectives &&
   go build -o "$dir/bin/hello" ./examples/hello && go build -o "$dir/bin/abort" ./test/slurm/abort) || { failed=1; say "FAIL: go build"; exit 1; }
-
-# This machine's node line as slurmd sees it (CPUs, sockets, cores, memory).
-host=$(hostname -s)
-hw=$(slurmd -C 2>/dev/null | head -1 | sed -E 's/^NodeName=[^ ]+ //; s/ *UpTime=.*//')
-[ -n "$hw" ] || hw="CPUs=$(nproc)"
-export SLURM_CONF
-
-# start_cluster 1|2: a cluster of this host as one node, or as two nodes n1
-# and n2 (two slurmd on one host, one CPU each: Debian builds Slurm with
-# MULTIPLE_SLURMD), each cluster with a fresh state directory.
-start_cluster() {
-  local n=$1 c=$dir/cluster$1 node states=
-  mkdir -p "$c"/state "$c"/log
-  SLURM_CONF=$c/slurm.conf
-  {
-    echo "ClusterName=gompitest"
-    echo "SlurmctldHost=$host"
-    echo "SlurmctldPort=$CTLD_PORT"
-    echo "AuthType=auth/none"
-    echo "CredType=cred/none"
-    echo "ProctrackType=proctrack/linuxproc"
-    echo "TaskPlugin=task/none"
-    echo "SelectType=select/cons_tres"
-    echo "SelectTypeParameters=CR_Core"
-    echo "MpiDefault=none"
-    echo "ReturnToService=2"
-    echo "StateSaveLocation=$c/state"
-    echo "SlurmctldPidFile=$c/slurmctld.pid"
-    echo "SlurmctldLogFile=$c/log/slurmctld.log"
-    echo "SlurmdDebug=debug"
-    if [ "$n" = 1 ]; then
-      echo "SlurmdPort=$SLURMD_PORT"
-      echo "SlurmdSpoolDir=$c/spool"
-      echo "SlurmdPidFile=$c/slurmd.pid"
-      echo "SlurmdLogFile=$c/log/slurmd.log"
-      echo "NodeName=$host $hw State=UNKNOWN"
-    else
-      echo "SlurmdSpoolDir=$c/spool/%n"
-      echo "SlurmdPidFile=$c/slurmd-%n.pid"
-      echo "SlurmdLogFile=$c/log/slurmd-%n.log"
-      echo "NodeName=n[1-2] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$SLURMD_PORT-$((SLURMD_PORT + 1))] CPUs=1 RealMemory=1000 State=UNKNOWN"
-    fi
-    echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:4"
-  } >"$SLURM_CONF"
-  mkdir -p "$c"/spool/n1 "$c"/spool/n2 # slurmd does not create the parent of %n
-  say "starting slurmctld and $n slurmd ($SLURM_CONF)"
-  slurmctld -D -f "$SLURM_CONF" >"$c/log/slurmctld.out" 2>&1 &
-  pids+=($!)
-  if [ "$n" = 1 ]; then
-    slurmd -D -f "$SLURM_CONF" >"$c/log/slurmd.out" 2>&1 &
-    pids+=($!)
-  else
-    for node in n1 n2; do
-      slurmd -D -N "$node" -f "$SLURM_CONF" >"$c/log/slurmd-$node.out" 2>&1 &
-      pids+=($!)
-    done
-  fi
-  for _ in $(seq 300); do
-    states=$(timeout 5 sinfo -h -N -o %T 2>/dev/null | sort | uniq -c | xargs)
-    [ "$states" = "$n idle" ] && break
-    for pid in "${pids[@]}"; do
-      kill -0 "$pid" 2>/dev/null || { failed=1; cat "$c"/log/*.out; say "FAIL: a Slurm daemon exited at start (see above)"; exit 1; }
-    done
-    sleep 0.1
-  done
-  if [ "$states" != "$n idle" ]; then
-    failed=1
-    cat "$c"/log/*.out
-    say "FAIL: the nodes did not become idle within 30 s (states: ${states:-none})"
-    exit 1
-  fi
-  say "idle: $(sinfo -h -N -o '%N (%c CPUs)' | xargs)"
-}
 
 # run NAME EXPECTED-STATUS SRUN-ARGS…: srun under a timeout; output in $out.
 # A task that fails ends the step at once (--kill-on-bad-exit) unless kob is
@@ -185,6 +81,8 @@ run() {
   fi
   return 0
 }
+# shm_files lists gompi's files in /dev/shm, sorted (for comm).
+shm_files() { find /dev/shm -maxdepth 1 -name 'gompi-*' 2>/dev/null | sort; }
 expect() { # NAME PATTERN: a line of $out must match the extended regexp
   if ! grep -Eq "$2" <<<"$out"; then
     say "FAIL: $1: no line matches /$2/"
@@ -223,6 +121,7 @@ fi
 # joins. Without --kill-on-bad-exit only the abort command can end the step
 # (Slurm cancels it) before the timeout.
 kob=
+shm_before=$(shm_files)
 if run abort fail -O --mpi=pmi2 -n 3 "$dir/bin/abort"; then
   expect abort '^rank 1 calls Abort\(3\)$'
   expect abort 'CANCELLED'
@@ -232,6 +131,21 @@ if run abort fail -O --mpi=pmi2 -n 3 "$dir/bin/abort"; then
   fi
 fi
 kob=--kill-on-bad-exit=1
+# The aborted job must leave nothing in /dev/shm: under srun no launcher
+# removes a job's files, so the ranks' segments must go by themselves
+# (issue [shmlife]). Its files are those new since before the case (the
+# steps run one at a time); the tasks may outlive srun a moment.
+for _ in $(seq 40); do
+  left=$(comm -13 <(echo "$shm_before") <(shm_files))
+  [ -z "$left" ] && break
+  sleep 0.05
+done
+if [ -n "$left" ]; then
+  say "FAIL: abort: the job left files in /dev/shm (removing them):"
+  sed 's/^/    /' <<<"$left"
+  xargs rm -f <<<"$left"
+  failed=1
+fi
 
 # GOMPI_PMI=1 chooses PMI-1, which Slurm's pmi2 plugin also serves on the
 # same descriptor.
