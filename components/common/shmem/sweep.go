@@ -12,17 +12,21 @@ import (
 	"github.com/gompi/gompi/mca"
 )
 
-// halfMadeGrace is how long a file of mode 0 (made, not yet locked: a
-// microsecond's window in createFile) is taken for one in the making.
-const halfMadeGrace = time.Minute
+// sweepAge is how old an unlocked file must be for Sweep to take it for a
+// dead maker's. The lock is the proof; the age guards what no lock can
+// speak for: a file of mode 0 (made, not yet locked: a microsecond's
+// window in createFile), and files of makers that never lock (an older
+// gompi on the same node, whose running jobs must not lose their files in
+// set-up).
+const sweepAge = time.Minute
 
 // Sweep removes the segment files in Dir of this user's jobs that have no
 // live maker left: what a crash leaves when segments are named files. A
 // file's maker holds a shared flock on it from creation until its peers
 // have mapped it, and the kernel drops the lock with the process, however
-// it dies; so a job is gone when none of its files is locked (a file of
-// mode 0 younger than a minute counts as locked: it is being made). A job
-// with one live file keeps them all: never a file of a running job. The
+// it dies; so a job is gone when none of its files is locked, nor younger
+// than a minute (sweepAge). A job with one live file keeps them all: never
+// a file of a running job. The
 // node's first rank calls it at Init; it returns how many files it
 // removed, and logs each job it swept.
 func Sweep(log *mca.Logger) int {
@@ -83,7 +87,7 @@ func lockDead(name string) (fd int, held bool, err error) {
 		unix.Close(fd)
 		return -1, true, nil
 	}
-	if st.Mode&0o777 == 0 && time.Since(time.Unix(st.Mtim.Unix())) < halfMadeGrace {
+	if time.Since(time.Unix(st.Mtim.Unix())) < sweepAge {
 		unix.Close(fd)
 		return -1, true, nil
 	}

@@ -26,13 +26,14 @@ func TestMain(m *testing.M) {
 }
 
 // Sweep removes the files of a job whose maker was killed (SIGKILL: no
-// clean-up ran), of a job of plain files nobody locks, and a half-made file
-// older than the grace; it keeps every file of a job whose maker lives,
-// even beside a dead one's, and a half-made file in the making.
+// clean-up ran), of a job of plain files nobody locks, and a half-made file,
+// once they are older than sweepAge; it keeps every file of a job whose
+// maker lives, even beside a dead one's, and a file younger than sweepAge
+// that no lock speaks for (being made, or of a gompi that does not lock).
 func TestSweep(t *testing.T) {
 	base := fmt.Sprintf("sweeptest%d", os.Getpid())
 	jobs := map[string]string{}
-	for _, k := range []string{"killed", "plain", "live", "halfold", "halfnew"} {
+	for _, k := range []string{"killed", "plain", "young", "live", "halfold", "halfnew"} {
 		jobs[k] = base + k
 	}
 	t.Cleanup(func() {
@@ -59,7 +60,12 @@ func TestSweep(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatalf("helper: %q %v", buf[:n], err)
 	}
-	// Its live lock keeps the file, until it dies.
+	// Its live lock keeps the file, old as it is, until it dies.
+	old := time.Now().Add(-2 * sweepAge)
+	if err := os.Chtimes(Path(jobs["killed"], "ctl-0"), old, old); err != nil {
+		cmd.Process.Kill()
+		t.Fatal(err)
+	}
 	Sweep(nil)
 	if _, err := os.Stat(Path(jobs["killed"], "ctl-0")); err != nil {
 		t.Fatalf("the file of a live maker was swept: %v", err)
@@ -79,8 +85,9 @@ func TestSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(Path(jobs["plain"], "box-0-1"), 0o600, 0)
+	write(Path(jobs["plain"], "box-0-1"), 0o600, 2*sweepAge)
 	write(Path(jobs["plain"], "ctl-1"), 0o600, time.Hour)
+	write(Path(jobs["young"], "ctl-0"), 0o600, 0)
 	// A live job: a segment its maker (this process) holds, and a file of
 	// a dead rank beside it.
 	seg, err := testOwner.Create(Path(jobs["live"], "ctl-0"), 4096)
@@ -89,7 +96,7 @@ func TestSweep(t *testing.T) {
 	}
 	defer seg.Destroy()
 	write(Path(jobs["live"], "ctl-1"), 0o600, time.Hour)
-	write(Path(jobs["halfold"], "ctl-0"), 0, 2*halfMadeGrace)
+	write(Path(jobs["halfold"], "ctl-0"), 0, 2*sweepAge)
 	write(Path(jobs["halfnew"], "ctl-0"), 0, 0)
 
 	if n := Sweep(nil); n < 4 {
@@ -100,7 +107,7 @@ func TestSweep(t *testing.T) {
 	for _, f := range files {
 		left[strings.TrimPrefix(filepath.Base(f), "gompi-")] = true
 	}
-	want := map[string]bool{jobs["live"] + "-ctl-0": true, jobs["live"] + "-ctl-1": true, jobs["halfnew"] + "-ctl-0": true}
+	want := map[string]bool{jobs["live"] + "-ctl-0": true, jobs["live"] + "-ctl-1": true, jobs["halfnew"] + "-ctl-0": true, jobs["young"] + "-ctl-0": true}
 	if fmt.Sprint(left) != fmt.Sprint(want) {
 		t.Errorf("left %v, want %v", left, want)
 	}
