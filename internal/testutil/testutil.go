@@ -321,3 +321,23 @@ func ShmFiles(t testing.TB, job, pattern string) []string {
 func FindShmFiles(job, pattern string) ([]string, error) {
 	return filepath.Glob(shmem.Path(job, pattern))
 }
+
+// ShmDescriptors lists the descriptors of process pid (0: this one) to
+// memfd segments of job whose names, after the job's prefix, start with
+// prefix ("" for all): what a process holds of a job's segments when they
+// are memfds, which have no file in /dev/shm.
+func ShmDescriptors(pid int, job, prefix string) []string {
+	dir := "/proc/self/fd/"
+	if pid != 0 {
+		dir = fmt.Sprintf("/proc/%d/fd/", pid)
+	}
+	want := "/memfd:" + filepath.Base(shmem.Path(job, prefix))
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + e.Name()); err == nil && strings.HasPrefix(l, want) {
+			out = append(out, l)
+		}
+	}
+	return out
+}

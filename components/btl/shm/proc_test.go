@@ -384,15 +384,8 @@ func ctlSegments(t testing.TB, job, backing string, pids map[int]int) int {
 		return len(ctlFiles(t, job))
 	}
 	n := 0
-	prefix := "/memfd:" + filepath.Base(shmem.Path(job, "ctl-"))
 	for _, pid := range pids {
-		dir := fmt.Sprintf("/proc/%d/fd/", pid)
-		ents, _ := os.ReadDir(dir)
-		for _, e := range ents {
-			if l, err := os.Readlink(dir + e.Name()); err == nil && strings.HasPrefix(l, prefix) {
-				n++
-			}
-		}
+		n += len(testutil.ShmDescriptors(pid, job, "ctl-"))
 	}
 	return n
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -180,14 +179,8 @@ func TestFiles(t *testing.T) {
 			return err
 		}
 		if r.Rank() == 1 {
-			deadline := time.Now().Add(10 * time.Second)
-			for got.Load() == 0 {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("the fragment did not arrive")
-				}
-				if r.BML().Progress() == 0 {
-					runtime.Gosched()
-				}
+			if err := awaitFragment(r, &got); err != nil {
+				return err
 			}
 			if files, err := testutil.FindShmFiles(job, "*"); err != nil || len(files) != 0 {
 				return fmt.Errorf("files left once the box was mapped: %v (%v)", files, err)
@@ -217,9 +210,9 @@ func TestMemfdDescriptors(t *testing.T) {
 		// job's segments named like prefix.
 		until := func(prefix string) error {
 			deadline := time.Now().Add(10 * time.Second)
-			for len(memfds(job, prefix)) != 0 {
+			for len(testutil.ShmDescriptors(0, job, prefix)) != 0 {
 				if time.Now().After(deadline) {
-					return fmt.Errorf("rank %d: descriptors still open: %v", r.Rank(), memfds(job, prefix))
+					return fmt.Errorf("rank %d: descriptors still open: %v", r.Rank(), testutil.ShmDescriptors(0, job, prefix))
 				}
 				if r.BML().Progress() == 0 {
 					runtime.Gosched()
@@ -238,19 +231,13 @@ func TestMemfdDescriptors(t *testing.T) {
 			if err := p.Module.Send(p.EP, btl.TagUser, []byte("hdr"), []byte("payload")); err != nil {
 				return err
 			}
-			if fds := memfds(job, "box-0-1"); len(fds) != 1 {
+			if fds := testutil.ShmDescriptors(0, job, "box-0-1"); len(fds) != 1 {
 				return fmt.Errorf("after the first send: descriptors %v, want the box's", fds)
 			}
 		}
 		if r.Rank() == 1 {
-			deadline := time.Now().Add(10 * time.Second)
-			for got.Load() == 0 {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("the fragment did not arrive")
-				}
-				if r.BML().Progress() == 0 {
-					runtime.Gosched()
-				}
+			if err := awaitFragment(r, &got); err != nil {
+				return err
 			}
 		}
 		if err := until("box-"); err != nil {
@@ -263,18 +250,18 @@ func TestMemfdDescriptors(t *testing.T) {
 	}, shmOnly(shmem.BackingParam, "memfd")...)
 }
 
-// memfds lists the process's descriptors to memfd segments of job whose
-// names (after gompi-<job>-) start with prefix.
-func memfds(job, prefix string) []string {
-	want := "/memfd:" + filepath.Base(shmem.Path(job, prefix))
-	ents, _ := os.ReadDir("/proc/self/fd")
-	var out []string
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, want) {
-			out = append(out, l)
+// awaitFragment progresses r's BML until got counts a fragment.
+func awaitFragment(r *mpitest.Rank, got *atomic.Int64) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() == 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the fragment did not arrive")
+		}
+		if r.BML().Progress() == 0 {
+			runtime.Gosched()
 		}
 	}
-	return out
+	return nil
 }
 
 // finalizeAndCheck finalizes the rank and checks, on rank 0, that the job's

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -196,7 +195,7 @@ func TestMemfdBox(t *testing.T) {
 			if err := c.Send([]byte("hello"), 1, 1); err != nil {
 				return err
 			}
-			if fds := memfds(job, "tofu-0-1"); len(fds) != 1 {
+			if fds := testutil.ShmDescriptors(0, job, "tofu-0-1"); len(fds) != 1 {
 				return fmt.Errorf("after the first send: descriptors %v, want the box's", fds)
 			}
 			// The receiver's answer comes after it adopted the box; the
@@ -204,7 +203,7 @@ func TestMemfdBox(t *testing.T) {
 			if _, err := c.Recv(nil, 1, 2); err != nil {
 				return err
 			}
-			if fds := memfds(job, "tofu-0-1"); len(fds) != 0 {
+			if fds := testutil.ShmDescriptors(0, job, "tofu-0-1"); len(fds) != 0 {
 				return fmt.Errorf("the receiver has mapped the box: descriptors %v still open", fds)
 			}
 		} else {
@@ -221,20 +220,6 @@ func TestMemfdBox(t *testing.T) {
 		}
 		return nil
 	}, mpitest.WithMCA(shmem.BackingParam, "memfd"))
-}
-
-// memfds lists the process's descriptors to memfd segments of job whose
-// names (after gompi-<job>-) start with prefix.
-func memfds(job, prefix string) []string {
-	want := "/memfd:" + filepath.Base(shmem.Path(job, prefix))
-	ents, _ := os.ReadDir("/proc/self/fd")
-	var out []string
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(l, want) {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // A bad value fails Init with a message that names the parameter and what
