@@ -447,6 +447,42 @@ func TestSmallDevShm(t *testing.T) {
 	}
 }
 
+// TestFallsBackWithoutProc runs ranks that cannot open /proc/<pid>/fd (each
+// in a mount namespace whose /proc is an empty tmpfs): shmem_backing=auto
+// says so at verbosity 10 and uses named files in /dev/shm, and the job
+// runs and leaves none. Needs root and unshare(1), as TestSmallDevShm.
+func TestFallsBackWithoutProc(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a job under mount namespaces")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: it mounts an empty /proc in a mount namespace per rank")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Skip("no unshare(1) (util-linux) to make the mount namespaces")
+	}
+	build(t)
+	w := watch(t)
+	p := mpirun(t, "-np", "2", "--mca", "btl", "self,shm", "--mca", "btl_base_verbose", "10",
+		unshare, "--mount", "--propagation", "private", "--", "sh", "-c", `mount -t tmpfs none /proc && exec "$@"`, "sh", bins.collprog)
+	p.Wait(t, time.Minute)
+	if p.Err != nil || strings.Count(p.Stdout.String(), "coll ok rank") != 2 {
+		t.Fatalf("%v\n%s\n%s", p.Err, p.Stdout, p.Stderr)
+	}
+	if n := strings.Count(p.Stderr.String(), "memfd segments unusable here: shared memory in named files"); n != 2 {
+		t.Errorf("%d ranks said they fall back to named files, want 2:\n%s", n, p.Stderr)
+	}
+	m := regexp.MustCompile(`control_segment=/dev/shm/gompi-(\w+)-ctl-`).FindStringSubmatch(p.Stderr.String())
+	if m == nil {
+		t.Fatalf("no control segment file in the log:\n%s", p.Stderr)
+	}
+	waitNoFiles(t, m[1], "after the job")
+	if seen, _ := w.check(t, m[1]); seen == 0 {
+		t.Errorf("job %s made no file: it did not fall back", m[1])
+	}
+}
+
 // TestFloodMemory: a sender that offers 1 GiB to a receiver that sleeps
 // 2 s first raises neither process's resident memory by more than 64 MiB:
 // the rings are the flow control.
