@@ -13,9 +13,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -341,3 +343,39 @@ func ShmDescriptors(pid int, job, prefix string) []string {
 	}
 	return out
 }
+
+// A Window holds the first goroutine that reaches a test hook (Hold) there
+// until the test has begun what must race with it (Begin), then a while
+// longer, or until the test says it is over (End): it makes a window of a
+// few nanoseconds (a poller between its check and its read of memory that
+// Finalize unmaps) wide enough to hit every time.
+type Window struct {
+	once, begun, ended atomic.Bool
+	in                 chan struct{}
+}
+
+// NewWindow makes a window no goroutine is in yet.
+func NewWindow() *Window { return &Window{in: make(chan struct{})} }
+
+// Hold is the hook: the first caller waits in it; later ones pass.
+func (w *Window) Hold() {
+	if !w.once.CompareAndSwap(false, true) {
+		return
+	}
+	close(w.in)
+	for !w.begun.Load() {
+		runtime.Gosched()
+	}
+	// Long enough for what races to run, not forever: what it races with
+	// may wait for the holder.
+	for i := 0; i < 1000 && !w.ended.Load(); i++ {
+		runtime.Gosched()
+	}
+}
+
+// In is closed once a goroutine waits in Hold.
+func (w *Window) In() <-chan struct{} { return w.in }
+
+// Begin lets the holder go on, a while later; End, at once.
+func (w *Window) Begin() { w.begun.Store(true) }
+func (w *Window) End()   { w.ended.Store(true) }

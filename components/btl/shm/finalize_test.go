@@ -9,6 +9,7 @@ import (
 
 	"github.com/gompi/gompi/components/btl/shm"
 	"github.com/gompi/gompi/frameworks/btl"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpitest"
 )
 
@@ -66,20 +67,9 @@ func TestFinalizeWhilePolling(t *testing.T) {
 			// The window: one poller, about to read the ring, stays there
 			// until Finalize has returned, or (when Finalize waits for it)
 			// for a while.
-			var stop, finalizing, finalized, once atomic.Bool
-			inWindow := make(chan struct{})
-			shm.SetTestRead(p.Module, func() {
-				if !once.CompareAndSwap(false, true) {
-					return
-				}
-				close(inWindow)
-				for !finalizing.Load() {
-					runtime.Gosched()
-				}
-				for i := 0; i < 1000 && !finalized.Load(); i++ {
-					runtime.Gosched()
-				}
-			})
+			var stop atomic.Bool
+			window := testutil.NewWindow()
+			shm.SetTestRead(p.Module, window.Hold)
 			var wg sync.WaitGroup
 			for g := 0; g < pollers; g++ {
 				wg.Add(1)
@@ -96,10 +86,10 @@ func TestFinalizeWhilePolling(t *testing.T) {
 					}
 				}()
 			}
-			<-inWindow
-			finalizing.Store(true)
+			<-window.In()
+			window.Begin()
 			err := p.Module.Finalize()
-			finalized.Store(true)
+			window.End()
 			stop.Store(true)
 			wg.Wait()
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/gompi/gompi/components/llp/tofu"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/internal/mpihook"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpitest"
 )
 
@@ -74,20 +75,9 @@ func TestFinalizeWhilePolling(t *testing.T) {
 				return nil
 			}
 			peeker := m.(llp.MessagePeeker)
-			var stop, finalizing, finalized, once atomic.Bool
-			inWindow := make(chan struct{})
-			tofu.SetTestRead(m, func() {
-				if !once.CompareAndSwap(false, true) {
-					return
-				}
-				close(inWindow)
-				for !finalizing.Load() {
-					runtime.Gosched()
-				}
-				for i := 0; i < 1000 && !finalized.Load(); i++ {
-					runtime.Gosched()
-				}
-			})
+			var stop atomic.Bool
+			window := testutil.NewWindow()
+			tofu.SetTestRead(m, window.Hold)
 			var wg sync.WaitGroup
 			for g := 0; g < pollers; g++ {
 				wg.Add(1)
@@ -109,10 +99,10 @@ func TestFinalizeWhilePolling(t *testing.T) {
 					}
 				}()
 			}
-			<-inWindow
-			finalizing.Store(true)
+			<-window.In()
+			window.Begin()
 			err = m.Finalize()
-			finalized.Store(true)
+			window.End()
 			stop.Store(true)
 			wg.Wait()
 			return err
