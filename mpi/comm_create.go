@@ -185,13 +185,19 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 }
 
 // Free releases a communicator made by Create; the world and self cannot be
-// freed. Pending operations on it must have completed.
+// freed. Pending operations on it must have completed: a nonblocking
+// collective still in flight is an ErrPending error, and the communicator
+// stays (its modules' memory, coll sm's segment say, is what the
+// collective is using).
 func (c *Comm) Free() error {
 	if err := c.check("Free"); err != nil {
 		return err
 	}
 	if c.pc.CID < 2 {
 		return mpierr.Errorf(mpierr.ErrComm, "mpi: Free of %s: the world and self communicators cannot be freed", c.name)
+	}
+	if n := c.inst.runsOn(c); n > 0 {
+		return mpierr.Errorf(mpierr.ErrPending, "mpi: Free of %s: %d nonblocking collective(s) on it still in flight: complete them (Wait, Test) first", c.name, n)
 	}
 	c.inst.collTables.drop(c.coll)
 	if err := c.coll.Finalize(); err != nil {

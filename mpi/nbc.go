@@ -126,6 +126,23 @@ func (i *Instance) progressNBC() int {
 	return moved
 }
 
+// runsOn counts the runs in flight on c.
+func (i *Instance) runsOn(c *Comm) int {
+	s := &i.nbc
+	if s.n.Load() == 0 {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.active {
+		if r.c == c {
+			n++
+		}
+	}
+	return n
+}
+
 // finishRun completes r's request with err; a nonblocking run's plan and
 // arguments go then, a persistent one's stay for its next Start.
 func (i *Instance) finishRun(r *nbcRun, err error) {

@@ -2,6 +2,7 @@ package mpi_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -275,4 +276,47 @@ func TestNonblockingFromGoroutines(t *testing.T) {
 		}
 		return nil
 	}, mpitest.WithMCA("mpi_async_progress", "yes"))
+}
+
+// Freeing a communicator with a nonblocking collective still in flight on
+// it is an ErrPending error that leaves the communicator whole: the
+// collective then completes on it (through coll sm's segment, which a Free
+// would have unmapped under it), and Free succeeds afterwards.
+func TestFreeWithCollectivePending(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		dup, err := w.Dup()
+		if err != nil {
+			return err
+		}
+		if w.Rank() == 0 {
+			req, err := dup.Ibarrier()
+			if err != nil {
+				return err
+			}
+			// Rank 1 has not started its barrier: this one is in flight.
+			if err := dup.Free(); !errors.Is(err, mpi.ErrPending) {
+				return fmt.Errorf("Free with an Ibarrier in flight: %v, want ErrPending", err)
+			}
+			if err := w.Send([]byte{1}, 1, 0); err != nil {
+				return err
+			}
+			if _, err := req.Wait(); err != nil {
+				return err
+			}
+		} else {
+			if _, err := w.Recv(make([]byte, 1), 0, 0); err != nil {
+				return err
+			}
+			// Nonblocking collectives match nonblocking ones only.
+			req, err := dup.Ibarrier()
+			if err != nil {
+				return err
+			}
+			if _, err := req.Wait(); err != nil {
+				return err
+			}
+		}
+		return dup.Free()
+	})
 }
