@@ -236,9 +236,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 			log.Log(mca.VerboseComponent, "removed files of jobs that are gone", "dir", shmem.Dir, "files", n)
 		}
 	}
-	local := uint64(len(m.localRanks))
-	perRank := uint64(shmem.CtlSize(len(m.localRanks))) + (local-1)*uint64(boxHeader+cfg.ringSize)
-	if err := m.owner.CheckRoom(local*perRank, fmt.Sprintf("%d local ranks, each a control segment and a box of a %d-byte ring to each peer", local, cfg.ringSize)); err != nil {
+	if err := m.owner.CheckRoom(len(m.localRanks), boxHeader+cfg.ringSize, fmt.Sprintf("a %d-byte ring", cfg.ringSize)); err != nil {
 		return nil, err
 	}
 	for i, r := range m.localRanks {

@@ -116,15 +116,19 @@ func probeMemfd() error {
 
 func procFdPath(pid, fd int) string { return fmt.Sprintf("/proc/%d/fd/%d", pid, fd) }
 
-// CheckRoom, for named files, fails when Dir has less room than need
-// bytes, the most that the owner's segments of every local rank can take
-// (what says how that adds up): an error at Init that names the sizes and
-// the parameters that lower them, rather than a send that fails later, or
-// a SIGBUS. memfd segments are not in Dir: nothing to check.
-func (o Owner) CheckRoom(need uint64, what string) error {
+// CheckRoom, for named files, fails when Dir has less room than the most
+// that the owner's segments of every local rank can take: each a control
+// segment and a box of boxBytes to every peer (box says what a box holds,
+// for the message). An error at Init that names the sizes and the
+// parameters that lower them, rather than a send that fails later, or a
+// SIGBUS. memfd segments are not in Dir: nothing to check.
+func (o Owner) CheckRoom(localSize int, boxBytes uint64, box string) error {
 	if o.Backing != BackingFile {
 		return nil
 	}
+	local := uint64(localSize)
+	need := local * (uint64(CtlSize(localSize)) + (local-1)*boxBytes)
+	what := fmt.Sprintf("%d local ranks, each a control segment and a box of %s to each peer", local, box)
 	var fs unix.Statfs_t
 	if err := unix.Statfs(Dir, &fs); err != nil {
 		return mpierr.Errorf(mpierr.ErrIntern, "%s: statfs %s: %w", o.Name, Dir, err)

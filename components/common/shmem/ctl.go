@@ -261,6 +261,9 @@ func (o Owner) ReadCards(log *mca.Logger, modex *rte.Modex, localRanks []int, se
 	// segment; the last of them rings our bell.
 	n := uint64(len(cards))
 	o.Held.hold(ctl.Segment, func() bool { return ctl.Attached.Load() >= n })
+	// Peers that attached before we held it rang a bell that a Progress
+	// may already have seen: look now.
+	o.Held.Settle()
 	return cards, nil
 }
 

@@ -134,9 +134,7 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	if m.owner.Backing, err = shmem.ChooseBacking(b, log); err != nil {
 		return nil, err
 	}
-	local := uint64(len(m.localRanks))
-	perRank := uint64(shmem.CtlSize(len(m.localRanks))) + (local-1)*uint64(boxSize(geo))
-	if err := m.owner.CheckRoom(local*perRank, fmt.Sprintf("%d local ranks, each a control segment and a box of %d slots of %d bytes to each peer", local, geo.slots, geo.slotSize)); err != nil {
+	if err := m.owner.CheckRoom(len(m.localRanks), uint64(boxSize(geo)), fmt.Sprintf("%d slots of %d bytes", geo.slots, geo.slotSize)); err != nil {
 		return nil, err
 	}
 	for i, r := range m.localRanks {
