@@ -165,6 +165,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
+	env.BML.RegisterRecvRun(tagOf(hdrMatch), m.recvRun)
 	env.BML.RegisterSteer(tagOf(hdrFrag), m.fragSteer())
 	env.BML.RegisterError(m.peerLost)
 	if env.Runtime != nil {
@@ -240,9 +241,7 @@ type module struct {
 	bsend pml.BsendBuffer
 	// The free lists of requests (per instance: instances do not share
 	// requests).
-	recvPool freeList[recvReq]
 	sendPool freeList[sendReq]
-	donePool freeList[doneReq]
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
 }
