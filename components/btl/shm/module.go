@@ -107,7 +107,7 @@ func (m *module) Attributes() btl.Attributes { return m.attr }
 func (m *module) RegisterRecv(tag btl.Tag, fn btl.RecvFunc) { m.cb.RegisterRecv(tag, fn) }
 
 func (m *module) RegisterRecvRun(tag btl.Tag, fn btl.RunRecvFunc) { m.cb.RegisterRecvRun(tag, fn) }
-func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError(fn) }
+func (m *module) RegisterError(fn btl.ErrorFunc)                  { m.cb.RegisterError(fn) }
 
 // AddProcs maps the control segment of every local peer that published a
 // card, probes single copy towards it, and watches its pid. The last peer

@@ -57,7 +57,7 @@ type linked[T any] interface {
 // message's software cost (BenchmarkCostWindow: the two mutexes of a free
 // list's get and put were a quarter of the receiver's time).
 type lockedPool[T any, P linked[T]] struct {
-	items    []P              // under the owner's lock
+	items    []P               // under the owner's lock
 	returned atomic.Pointer[T] // pushed by put, taken by get
 }
 
