@@ -212,7 +212,7 @@ func (c *consumer) peek() (uint8, []byte, bool) {
 		}
 		if w>>32&padLen == padLen {
 			c.pos += uint64(len(c.ring)) - idx
-			c.tail.Store(c.pos)
+			release.Store(c.tail, c.pos)
 			continue
 		}
 		r, err := parseRecord(c.ring, idx, w, c.maxFrag)
@@ -229,7 +229,7 @@ func (c *consumer) peek() (uint8, []byte, bool) {
 // consume frees the record peek returned.
 func (c *consumer) consume() {
 	c.pos += c.peeked
-	c.tail.Store(c.pos)
+	release.Store(c.tail, c.pos)
 }
 
 // poll delivers up to max published fragments to fn, in runs: consecutive
@@ -286,7 +286,7 @@ func (c *consumer) poll(max int, fn func(tag uint8, frags [][]byte)) (int, error
 		if c.pos-from >= uint64(len(c.ring))/tailEvery {
 			// Large records: the producer may be waiting for this room.
 			flush()
-			c.tail.Store(c.pos)
+			release.Store(c.tail, c.pos)
 			from = c.pos
 		}
 	}
@@ -304,6 +304,6 @@ const tailEvery = 8
 // storeTail publishes pos as the tail when it moved since from.
 func (c *consumer) storeTail(from uint64) {
 	if c.pos != from {
-		c.tail.Store(c.pos)
+		release.Store(c.tail, c.pos)
 	}
 }

@@ -51,6 +51,20 @@ type sendPeer struct {
 	hdr [maxHdr]byte
 	// doneFree holds the requests of immediate sends, taken under mu.
 	doneFree lockedPool[doneReq, *doneReq]
+	// eager and llpHits count messages sent (Stats), under mu: a shared
+	// atomic counter would cost every message a locked instruction.
+	eager, llpHits uint64
+}
+
+// sendCounts sums the communicator's send counters.
+func (c *comm) sendCounts() (eager, llpHits uint64) {
+	for i := range c.send {
+		sp := &c.send[i]
+		sp.mu.Lock()
+		eager, llpHits = eager+sp.eager, llpHits+sp.llpHits
+		sp.mu.Unlock()
+	}
+	return eager, llpHits
 }
 
 // recvPeer is the receive side of one (communicator, peer) pair.
@@ -135,6 +149,9 @@ func (m *module) DelComm(pc *pml.Comm) error {
 	next := append([]*comm(nil), cs...)
 	next[pc.CID] = nil
 	m.comms.Store(&next)
+	eager, llpHits := cs[pc.CID].sendCounts()
+	m.nEager.Add(eager)
+	m.nLLPHits.Add(llpHits)
 	return nil
 }
 

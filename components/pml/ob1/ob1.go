@@ -290,9 +290,20 @@ func (m *module) Progress() int {
 }
 
 func (m *module) Stats() pml.Stats {
+	// Live communicators count their own sends; freed ones added theirs
+	// to the module's counters.
+	m.commsMu.Lock()
+	eager, llpHits := m.nEager.Load(), m.nLLPHits.Load()
+	for _, c := range *m.comms.Load() {
+		if c != nil {
+			e, l := c.sendCounts()
+			eager, llpHits = eager+e, llpHits+l
+		}
+	}
+	m.commsMu.Unlock()
 	return pml.Stats{
-		LLPHits: m.nLLPHits.Load(), LLPFallbacks: m.nLLPFallbacks.Load(),
-		Eager: m.nEager.Load(), Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
+		LLPHits: llpHits, LLPFallbacks: m.nLLPFallbacks.Load(),
+		Eager: eager, Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
 		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(),
 	}
 }
