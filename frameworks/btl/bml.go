@@ -177,6 +177,16 @@ func (m *BML) RegisterRecv(tag Tag, fn RecvFunc) {
 	}
 }
 
+// RegisterRecvRun installs fn for runs of tag on every module that
+// delivers runs (RunReceiver).
+func (m *BML) RegisterRecvRun(tag Tag, fn RunRecvFunc) {
+	for _, mod := range m.modules {
+		if r, ok := mod.(RunReceiver); ok {
+			r.RegisterRecvRun(tag, fn)
+		}
+	}
+}
+
 // RegisterSteer installs s on every module that takes steers (Steerer).
 func (m *BML) RegisterSteer(tag Tag, s Steer) {
 	for _, mod := range m.modules {

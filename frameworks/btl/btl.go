@@ -183,6 +183,20 @@ type Endpoint interface {
 // Progress.
 type RecvFunc func(src int, tag Tag, frag []byte)
 
+// RunRecvFunc receives a run of fragments: consecutive fragments from one
+// peer with one tag, in order, that a module found in one pass over the
+// peer's queue. Each is valid only during the call. The same rules as
+// RecvFunc's apply; a PML matches a window of small messages under one hold
+// of its matching lock this way, instead of taking the lock per message.
+type RunRecvFunc func(src int, tag Tag, frags [][]byte)
+
+// RunReceiver is implemented by modules that deliver fragments in runs. A
+// PML that registers a run callback for a tag registers its per-fragment
+// callback too: modules without runs, and a module's other paths, use it.
+type RunReceiver interface {
+	RegisterRecvRun(tag Tag, fn RunRecvFunc)
+}
+
 // ErrorFunc is told that a peer can no longer be reached: it disconnected or
 // died. Operations towards it fail from then on.
 type ErrorFunc func(rank int, err error)

@@ -11,6 +11,7 @@ import (
 type Callbacks struct {
 	mu   sync.Mutex
 	recv [256]atomic.Pointer[RecvFunc]
+	run  [256]atomic.Pointer[RunRecvFunc]
 	lost atomic.Pointer[ErrorFunc]
 }
 
@@ -22,6 +23,36 @@ func (c *Callbacks) RegisterRecv(tag Tag, fn RecvFunc) {
 		panic(fmt.Sprintf("btl: a callback for tag 0x%02x is already registered", uint8(tag)))
 	}
 	c.recv[tag].Store(&fn)
+}
+
+// RegisterRecvRun installs fn for runs of fragments with tag (see
+// RunReceiver); a tag has one.
+func (c *Callbacks) RegisterRecvRun(tag Tag, fn RunRecvFunc) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.run[tag].Load() != nil {
+		panic(fmt.Sprintf("btl: a run callback for tag 0x%02x is already registered", uint8(tag)))
+	}
+	c.run[tag].Store(&fn)
+}
+
+// DeliverRun hands a run of fragments with one tag, from one peer and in
+// order, to the tag's run callback, or one at a time to its callback when
+// it has none. It reports false when neither is registered (the fragments
+// are dropped).
+func (c *Callbacks) DeliverRun(src int, tag Tag, frags [][]byte) bool {
+	if fn := c.run[tag].Load(); fn != nil {
+		(*fn)(src, tag, frags)
+		return true
+	}
+	fn := c.recv[tag].Load()
+	if fn == nil {
+		return false
+	}
+	for _, frag := range frags {
+		(*fn)(src, tag, frag)
+	}
+	return true
 }
 
 // RegisterError installs the lost-peer callback.

@@ -78,7 +78,7 @@ type inbox struct {
 	ep      *endpoint
 	box     *shmem.Box
 	c       *consumer
-	deliver func(tag uint8, frag []byte)
+	deliver func(tag uint8, frags [][]byte)
 	failed  bool
 }
 
@@ -105,7 +105,9 @@ func (e *endpoint) Flags() btl.Flags { return btl.Flags(e.flags.Load()) }
 func (m *module) Attributes() btl.Attributes { return m.attr }
 
 func (m *module) RegisterRecv(tag btl.Tag, fn btl.RecvFunc) { m.cb.RegisterRecv(tag, fn) }
-func (m *module) RegisterError(fn btl.ErrorFunc)            { m.cb.RegisterError(fn) }
+
+func (m *module) RegisterRecvRun(tag btl.Tag, fn btl.RunRecvFunc) { m.cb.RegisterRecvRun(tag, fn) }
+func (m *module) RegisterError(fn btl.ErrorFunc)                  { m.cb.RegisterError(fn) }
 
 // AddProcs maps the control segment of every local peer that published a
 // card, probes single copy towards it, and watches its pid. The last peer
@@ -415,9 +417,9 @@ func (m *module) openBox(ep *endpoint, src int, size, ref uint64) (*inbox, error
 		return nil, err
 	}
 	in := &inbox{src: src, ep: ep, box: box, c: c}
-	in.deliver = func(tag uint8, frag []byte) {
-		if !m.cb.Deliver(src, btl.Tag(tag), frag) && m.log.V(mca.VerboseWarn) {
-			m.log.Log(mca.VerboseWarn, "dropped a fragment: no callback for its tag", "peer", src, "tag", tag, "bytes", len(frag))
+	in.deliver = func(tag uint8, frags [][]byte) {
+		if !m.cb.DeliverRun(src, btl.Tag(tag), frags) && m.log.V(mca.VerboseWarn) {
+			m.log.Log(mca.VerboseWarn, "dropped fragments: no callback for their tag", "peer", src, "tag", tag, "fragments", len(frags))
 		}
 	}
 	return in, nil

@@ -187,8 +187,9 @@ type consumer struct {
 	mask    uint64
 	maxFrag int
 	tail    *atomic.Uint64
-	pos     uint64 // bytes ever consumed
-	peeked  uint64 // ring bytes of the record peek returned
+	pos     uint64   // bytes ever consumed
+	peeked  uint64   // ring bytes of the record peek returned
+	run     [][]byte // poll's scratch: the fragments of one run
 }
 
 func newConsumer(ring []byte, tail *atomic.Uint64) (*consumer, error) {
@@ -211,7 +212,7 @@ func (c *consumer) peek() (uint8, []byte, bool) {
 		}
 		if w>>32&padLen == padLen {
 			c.pos += uint64(len(c.ring)) - idx
-			c.tail.Store(c.pos)
+			release.Store(c.tail, c.pos)
 			continue
 		}
 		r, err := parseRecord(c.ring, idx, w, c.maxFrag)
@@ -228,29 +229,39 @@ func (c *consumer) peek() (uint8, []byte, bool) {
 // consume frees the record peek returned.
 func (c *consumer) consume() {
 	c.pos += c.peeked
-	c.tail.Store(c.pos)
+	release.Store(c.tail, c.pos)
 }
 
-// poll delivers up to max published fragments to fn, each valid only during
-// the call, and frees their room after fn returns. It returns the number
-// delivered, and an error when the ring holds garbage (nothing more should
-// be read from it then).
+// poll delivers up to max published fragments to fn, in runs: consecutive
+// fragments with the same tag go to one call, so that the PML matches a
+// window of small messages under one hold of its lock. Fragments are valid
+// only during the call; their room is freed after it returns. poll returns
+// the number delivered, and an error when the ring holds garbage (nothing
+// more should be read from it then).
 //
 // The tail is stored when poll returns and whenever an eighth of the ring
 // has been freed, not after each record: the store is a locked exchange on
 // x86, a third of the cost of a small record's delivery. The producer sees
 // the room a little later; the idle check (ready), which reads the tail, may
 // meanwhile see a record already delivered and take a locked look for
-// nothing.
-func (c *consumer) poll(max int, fn func(tag uint8, frag []byte)) (int, error) {
+// nothing. A run is handed over before the tail moves past it.
+func (c *consumer) poll(max int, fn func(tag uint8, frags [][]byte)) (int, error) {
 	delivered := 0
 	from := c.pos
+	run := c.run[:0]
+	var runTag uint8
+	flush := func() {
+		if len(run) > 0 {
+			fn(runTag, run)
+			clear(run)
+			run = run[:0]
+		}
+	}
 	for delivered < max {
 		idx := c.pos & c.mask
 		w := stampAt(c.ring, idx).Load()
 		if !stamped(w, c.pos) {
-			c.storeTail(from)
-			return delivered, nil
+			break
 		}
 		if w>>32&padLen == padLen {
 			c.pos += uint64(len(c.ring)) - idx
@@ -258,20 +269,29 @@ func (c *consumer) poll(max int, fn func(tag uint8, frag []byte)) (int, error) {
 		}
 		r, err := parseRecord(c.ring, idx, w, c.maxFrag)
 		if err != nil {
+			flush()
+			c.run = run
 			c.storeTail(from)
 			return delivered, err
 		}
+		if len(run) > 0 && r.tag != runTag {
+			flush()
+		}
 		start := idx + recHeader
 		end := start + uint64(r.n)
-		fn(r.tag, c.ring[start:end:end])
+		runTag = r.tag
+		run = append(run, c.ring[start:end:end])
 		delivered++
 		c.pos += r.size
 		if c.pos-from >= uint64(len(c.ring))/tailEvery {
 			// Large records: the producer may be waiting for this room.
-			c.tail.Store(c.pos)
+			flush()
+			release.Store(c.tail, c.pos)
 			from = c.pos
 		}
 	}
+	flush()
+	c.run = run
 	c.storeTail(from)
 	return delivered, nil
 }
@@ -284,6 +304,6 @@ const tailEvery = 8
 // storeTail publishes pos as the tail when it moved since from.
 func (c *consumer) storeTail(from uint64) {
 	if c.pos != from {
-		c.tail.Store(c.pos)
+		release.Store(c.tail, c.pos)
 	}
 }

@@ -82,12 +82,12 @@ func TestRingOrderAndWrap(t *testing.T) {
 				got := 0
 				var err error
 				for got < n && err == nil {
-					k, perr := c.poll(pollBatch, func(tag uint8, b []byte) {
+					k, perr := c.poll(pollBatch, each(func(tag uint8, b []byte) {
 						if err == nil && (tag != uint8(got) || !bytes.Equal(b, frag(got))) {
 							err = fmt.Errorf("fragment %d: tag %d, %d bytes; want tag %d, %d bytes", got, tag, len(b), uint8(got), lens[got])
 						}
 						got++
-					})
+					}))
 					if perr != nil {
 						err = perr
 					}
@@ -132,7 +132,7 @@ func TestRingFlowControl(t *testing.T) {
 	if want := (size - 8) / int(recordSize(100)); written != want || p.pos-tail.Load() > size-8 {
 		t.Fatalf("wrote %d fragments (%d bytes) into a ring of %d, want %d", written, p.pos-tail.Load(), size, want)
 	}
-	if n, err := c.poll(1<<30, func(uint8, []byte) {}); err != nil || n != written {
+	if n, err := c.poll(1<<30, func(uint8, [][]byte) {}); err != nil || n != written {
 		t.Fatalf("drained %d of %d: %v", n, written, err)
 	}
 	max := make([]byte, maxFragment(size))
@@ -140,7 +140,7 @@ func TestRingFlowControl(t *testing.T) {
 		if !p.write(2, max, nil) {
 			t.Fatalf("an empty ring at index %d refused a fragment of %d bytes", p.pos%size, len(max))
 		}
-		if n, err := c.poll(1, func(uint8, []byte) {}); err != nil || n != 1 {
+		if n, err := c.poll(1, func(uint8, [][]byte) {}); err != nil || n != 1 {
 			t.Fatalf("at index %d: %d, %v", p.pos%size, n, err)
 		}
 		// Move the start by 8 bytes (a 0-byte fragment takes 16) for the
@@ -149,12 +149,12 @@ func TestRingFlowControl(t *testing.T) {
 			if !p.write(3, nil, nil) {
 				t.Fatal("an empty ring refused an empty fragment")
 			}
-			c.poll(1, func(uint8, []byte) {})
+			c.poll(1, func(uint8, [][]byte) {})
 		}
 		if !p.write(4, make([]byte, 8), nil) {
 			t.Fatal("an empty ring refused an 8-byte fragment")
 		}
-		c.poll(1, func(uint8, []byte) {})
+		c.poll(1, func(uint8, [][]byte) {})
 	}
 }
 
@@ -167,7 +167,7 @@ func TestStalePayloadIsNoStamp(t *testing.T) {
 	// Lap 1: one fragment covering the ring's second half, filled with the
 	// stamps the next lap's records will expect at every index there.
 	p.write(0, make([]byte, 16), nil) // move off index 0
-	c.poll(1, func(uint8, []byte) {})
+	c.poll(1, func(uint8, [][]byte) {})
 	big := make([]byte, maxFragment(size))
 	base := p.pos + recHeader // where big's payload starts
 	for i := 0; i+8 <= len(big); i += 8 {
@@ -176,17 +176,17 @@ func TestStalePayloadIsNoStamp(t *testing.T) {
 	if !p.write(1, big, nil) {
 		t.Fatal("refused")
 	}
-	c.poll(1, func(uint8, []byte) {})
+	c.poll(1, func(uint8, [][]byte) {})
 	// Lap 2: small fragments walk over the stale payload; the consumer must
 	// see exactly those written, one at a time.
 	for i := 0; i < 300; i++ {
-		if n, _ := c.poll(10, func(uint8, []byte) {}); n != 0 {
+		if n, _ := c.poll(10, func(uint8, [][]byte) {}); n != 0 {
 			t.Fatalf("after %d fragments, %d more delivered from stale bytes", i, n)
 		}
 		if !p.write(2, make([]byte, 8), nil) {
 			t.Fatal("refused")
 		}
-		if n, err := c.poll(10, func(uint8, []byte) {}); n != 1 || err != nil {
+		if n, err := c.poll(10, func(uint8, [][]byte) {}); n != 1 || err != nil {
 			t.Fatalf("fragment %d: %d delivered, %v", i, n, err)
 		}
 	}
@@ -198,7 +198,7 @@ func TestConsumerRejectsGarbage(t *testing.T) {
 	ring, tail := testRing(t, minRingSize)
 	_, c := pair(t, ring, tail)
 	binary.LittleEndian.PutUint64(ring, header(0, minRingSize, 0))
-	if _, err := c.poll(10, func(uint8, []byte) { t.Error("delivered garbage") }); err == nil {
+	if _, err := c.poll(10, func(uint8, [][]byte) { t.Error("delivered garbage") }); err == nil {
 		t.Error("a record longer than the ring was accepted")
 	}
 	if _, _, ok := c.peek(); ok {
@@ -258,11 +258,11 @@ func FuzzConsumer(f *testing.F) {
 		}
 		tail.Store(pos)
 		_, c := pair(t, ring, tail)
-		c.poll(1000, func(_ uint8, frag []byte) {
+		c.poll(1000, each(func(_ uint8, frag []byte) {
 			if len(frag) > maxFragment(minRingSize) {
 				t.Fatalf("fragment of %d bytes", len(frag))
 			}
-		})
+		}))
 	})
 }
 
@@ -330,5 +330,14 @@ func TestHeadersRoundTrip(t *testing.T) {
 	card := shmem.Card{Pid: 1234, CtlBytes: shmem.CtlSize(3), Ref: 12}
 	if c, err := owner.ParseCard(owner.EncodeCard(card)); err != nil || c != card {
 		t.Errorf("card: %+v %v", c, err)
+	}
+}
+
+// each adapts a per-fragment function to poll's runs.
+func each(fn func(tag uint8, frag []byte)) func(uint8, [][]byte) {
+	return func(tag uint8, frags [][]byte) {
+		for _, f := range frags {
+			fn(tag, f)
+		}
 	}
 }

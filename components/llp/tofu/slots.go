@@ -166,7 +166,7 @@ func (in *inbox) peek() ([]byte, bool) {
 // lock.
 func (in *inbox) consume() {
 	in.next++
-	in.ack.Store(in.next)
+	release.Store(in.ack, in.next)
 }
 
 // poll delivers the published messages, at most one lap of the slots, to
@@ -190,7 +190,7 @@ func (in *inbox) poll(fn func(src int, msg []byte)) (int, error) {
 		msg, v, ok := slotMessage(s, k+1)
 		if !ok {
 			if done > 0 {
-				in.ack.Store(in.next)
+				release.Store(in.ack, in.next)
 			}
 			return done, fmt.Errorf("slot of message %d holds %#016x: not a length of at most %d bytes with its check",
 				k, v, in.slotSize-slotHeader)
@@ -200,11 +200,11 @@ func (in *inbox) poll(fn func(src int, msg []byte)) (int, error) {
 		done++
 		if uint64(done)%ackEvery(in.n) == 0 {
 			// A sender that filled the slots goes on meanwhile.
-			in.ack.Store(in.next)
+			release.Store(in.ack, in.next)
 		}
 	}
 	if uint64(done)%ackEvery(in.n) != 0 {
-		in.ack.Store(in.next)
+		release.Store(in.ack, in.next)
 	}
 	return done, nil
 }

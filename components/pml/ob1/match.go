@@ -29,6 +29,8 @@ type comm struct {
 	wild    reqList // posted AnySource receives, in posting order
 	unexAll msgList // unexpected messages of every peer, in matching order
 	postSeq uint64  // posting order of receives
+	// recvFree is the communicator's free list of receive requests.
+	recvFree lockedPool[recvReq, *recvReq]
 
 	// intr is what Interrupt made of the communicator (nil: nothing).
 	intr atomic.Pointer[interruption]
@@ -47,6 +49,22 @@ type sendPeer struct {
 	// hdr is scratch space for headers, used under mu, so that the hot
 	// path does not allocate.
 	hdr [maxHdr]byte
+	// doneFree holds the requests of immediate sends, taken under mu.
+	doneFree lockedPool[doneReq, *doneReq]
+	// eager and llpHits count messages sent (Stats), under mu: a shared
+	// atomic counter would cost every message a locked instruction.
+	eager, llpHits uint64
+}
+
+// sendCounts sums the communicator's send counters.
+func (c *comm) sendCounts() (eager, llpHits uint64) {
+	for i := range c.send {
+		sp := &c.send[i]
+		sp.mu.Lock()
+		eager, llpHits = eager+sp.eager, llpHits+sp.llpHits
+		sp.mu.Unlock()
+	}
+	return eager, llpHits
 }
 
 // recvPeer is the receive side of one (communicator, peer) pair.
@@ -131,11 +149,59 @@ func (m *module) DelComm(pc *pml.Comm) error {
 	next := append([]*comm(nil), cs...)
 	next[pc.CID] = nil
 	m.comms.Store(&next)
+	eager, llpHits := cs[pc.CID].sendCounts()
+	m.nEager.Add(eager)
+	m.nLLPHits.Add(llpHits)
 	return nil
 }
 
 // recvBTL is the BTL callback for every ob1 tag.
 func (m *module) recvBTL(src int, _ btl.Tag, frag []byte) { m.dispatch(src, frag) }
+
+// recvRun is the BTL callback for runs of MATCH fragments (btl.RunReceiver):
+// a window of small messages from one peer, matched under one hold of the
+// communicator's matching lock instead of one per message. A fragment that
+// is not simply the peer's next message on a known communicator (another
+// communicator's, out of order, malformed) ends the hold and goes through
+// dispatch, in order.
+func (m *module) recvRun(src int, _ btl.Tag, frags [][]byte) {
+	var held *comm
+	for _, frag := range frags {
+		if len(frag) >= matchLen && frag[0] == hdrMatch {
+			a := arrival{data: frag[matchLen:]}
+			matchFields(&a.h, frag)
+			c := held
+			if c == nil || c.cid != a.h.ctx {
+				if held != nil {
+					held.mu.Unlock()
+					held = nil
+				}
+				c = m.comm(a.h.ctx)
+			}
+			if c != nil {
+				if held == nil {
+					c.mu.Lock()
+					held = c
+				}
+				if r := int(a.h.src); r >= 0 && r < c.size {
+					if p := &c.peers[r]; p.world == src && p.expected == a.h.seq && len(p.parked) == 0 {
+						m.matchIn(c, r, nil, &a, src, nil)
+						p.expected++
+						continue
+					}
+				}
+			}
+		}
+		if held != nil {
+			held.mu.Unlock()
+			held = nil
+		}
+		m.dispatch(src, frag)
+	}
+	if held != nil {
+		held.mu.Unlock()
+	}
+}
 
 // dispatch handles one fragment from a BTL or an LLP. It runs inside
 // Progress; frag is valid only during the call.

@@ -58,8 +58,9 @@ func matchFrag(ctx uint16, src, tag int, seq uint16, text string) []byte {
 func irecv(t *testing.T, m *module, pc *pml.Comm, src, tag int) *recvReq {
 	t.Helper()
 	c := pc.State.(*comm)
-	r := m.newRecv(c, make([]byte, 64), src, tag, false)
-	m.post(c, r)
+	c.mu.Lock()
+	r := m.newRecvLocked(c, make([]byte, 64), src, tag, false)
+	m.postLocked(c, r)
 	return r
 }
 
@@ -191,8 +192,9 @@ func TestEagerTruncation(t *testing.T) {
 	m, pc := newTestModule(t, 2)
 	full := bytes.Repeat([]byte{0xEE}, 16)
 	c := pc.State.(*comm)
-	r := m.newRecv(c, full[:4:4], 1, 0, false)
-	m.post(c, r)
+	c.mu.Lock()
+	r := m.newRecvLocked(c, full[:4:4], 1, 0, false)
+	m.postLocked(c, r)
 	m.dispatch(1, matchFrag(0, 1, 0, 0, "0123456789"))
 	st := r.Status()
 	if st.Count != 4 || string(full[:4]) != "0123" || full[4] != 0xEE {

@@ -165,6 +165,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
+	env.BML.RegisterRecvRun(tagOf(hdrMatch), m.recvRun)
 	env.BML.RegisterSteer(tagOf(hdrFrag), m.fragSteer())
 	env.BML.RegisterError(m.peerLost)
 	if env.Runtime != nil {
@@ -240,9 +241,7 @@ type module struct {
 	bsend pml.BsendBuffer
 	// The free lists of requests (per instance: instances do not share
 	// requests).
-	recvPool freeList[recvReq]
 	sendPool freeList[sendReq]
-	donePool freeList[doneReq]
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
 }
@@ -291,9 +290,20 @@ func (m *module) Progress() int {
 }
 
 func (m *module) Stats() pml.Stats {
+	// Live communicators count their own sends; freed ones added theirs
+	// to the module's counters.
+	m.commsMu.Lock()
+	eager, llpHits := m.nEager.Load(), m.nLLPHits.Load()
+	for _, c := range *m.comms.Load() {
+		if c != nil {
+			e, l := c.sendCounts()
+			eager, llpHits = eager+e, llpHits+l
+		}
+	}
+	m.commsMu.Unlock()
 	return pml.Stats{
-		LLPHits: m.nLLPHits.Load(), LLPFallbacks: m.nLLPFallbacks.Load(),
-		Eager: m.nEager.Load(), Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
+		LLPHits: llpHits, LLPFallbacks: m.nLLPFallbacks.Load(),
+		Eager: eager, Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
 		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(),
 	}
 }

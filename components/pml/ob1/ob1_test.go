@@ -235,3 +235,44 @@ func TestOutOfOrderAcrossBTLs(t *testing.T) {
 	}, withLLP(4, mpitest.WithMCA("btl", "self,tloop,tloopb"), mpitest.WithMCA("btl_tloop_enable", "1"), mpitest.WithMCA("btl_tloopb_enable", "1"),
 		mpitest.WithMCA("btl_tloopb_latency", "5"))...)
 }
+
+// The send counters live with each communicator's peers (a shared atomic
+// would cost every message a locked instruction): messages sent on a
+// communicator still count once it is freed, and count once.
+func TestCountersOutliveTheirCommunicator(t *testing.T) {
+	const n = 10
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		world := r.CommWorld()
+		before := r.PMLStats()
+		dup, err := world.Dup()
+		if err != nil {
+			return err
+		}
+		buf := make([]byte, 8)
+		for i := 0; i < n; i++ {
+			if r.Rank() == 0 {
+				q, err := dup.Isend(buf, 1, i)
+				if err != nil {
+					return err
+				}
+				if _, err := q.Wait(); err != nil {
+					return err
+				}
+			} else if _, err := dup.Recv(buf, 0, i); err != nil {
+				return err
+			}
+		}
+		during := r.PMLStats()
+		if err := dup.Free(); err != nil {
+			return err
+		}
+		after := r.PMLStats()
+		if r.Rank() == 0 && during.Eager-before.Eager < n {
+			return fmt.Errorf("eager sends counted %d -> %d while %d were sent", before.Eager, during.Eager, n)
+		}
+		if after.Eager != during.Eager || after.LLPHits != during.LLPHits {
+			return fmt.Errorf("counters changed when the communicator was freed: %+v -> %+v", during, after)
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,shm"))
+}

@@ -42,36 +42,50 @@ type recvReq struct {
 	// complete eagerly (Recycle); the rest are left to the collector.
 	pooled bool
 	mod    *module
+	// nextFree links the request on its communicator's free list.
+	nextFree *recvReq
 }
+
+func (r *recvReq) freeLink() **recvReq { return &r.nextFree }
 
 // newRecv takes a receive from the module's free list: blocking receives
 // and receives completed eagerly come back to it, so that steady traffic
 // allocates none.
 func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
-	r := m.recvPool.get()
+	c.mu.Lock()
+	r := m.newRecvLocked(c, buf, src, tag, pooled)
+	c.mu.Unlock()
+	return r
+}
+
+// newRecvLocked is newRecv for callers that hold c.mu: the request comes
+// from the communicator's free list, which that lock guards.
+func (m *module) newRecvLocked(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
+	r := c.recvFree.get()
 	*r = recvReq{}
 	r.Init(m.eng, r)
 	r.c, r.buf, r.src, r.tag, r.pooled, r.mod = c, buf, src, tag, pooled, m
 	return r
 }
 
-// recycle returns a blocking receive's request to the pool once its caller
-// has read the status.
+// recycle returns a blocking receive's request to the free list once its
+// caller has read the status.
 func (m *module) recycle(r *recvReq) {
 	// Not one whose buffer peerLost took back: a BTL may still hold its
 	// guard, which reuse would open again (see btl.Steer).
 	if r.pooled && (r.id == 0 || !r.guard.Withdrawn()) {
+		c := r.c
 		r.buf, r.c = nil, nil
-		m.recvPool.put(r)
+		c.recvFree.put(r)
 	}
 }
 
 // Recycle gives a non-blocking receive back to the free list, once the Wait
 // that returned it is done with it (pml.Request.SetRecycler).
 func (r *recvReq) Recycle() {
-	m := r.mod
+	c := r.c
 	r.buf, r.c, r.mod = nil, nil, nil
-	m.recvPool.put(r)
+	c.recvFree.put(r)
 }
 
 // finish completes the request once, whoever gets there first.
@@ -315,8 +329,9 @@ func (m *module) fragSteer() btl.Steer {
 
 func (m *module) Irecv(pc *pml.Comm, buf []byte, src, tag int) (*pml.Request, error) {
 	c := pc.State.(*comm)
-	r := m.newRecv(c, buf, src, tag, false)
-	m.post(c, r)
+	c.mu.Lock()
+	r := m.newRecvLocked(c, buf, src, tag, false)
+	m.postLocked(c, r)
 	return &r.Request, nil
 }
 
@@ -330,8 +345,9 @@ func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Envelope, err
 			return env, err
 		}
 	}
-	r := m.newRecv(c, buf, src, tag, true)
-	m.post(c, r)
+	c.mu.Lock()
+	r := m.newRecvLocked(c, buf, src, tag, true)
+	m.postLocked(c, r)
 	st, err := r.Wait()
 	if err != nil && !r.Done() {
 		// The wait gave up (the job is lost): take the receive back, so
@@ -348,9 +364,9 @@ func envelope(st pml.Status) pml.Envelope {
 	return pml.Envelope{Source: st.Source, Tag: st.Tag, Count: st.Count}
 }
 
-// post matches r with the earliest fitting unexpected message, or posts it.
-func (m *module) post(c *comm, r *recvReq) {
-	c.mu.Lock()
+// postLocked matches r with the earliest fitting unexpected message, or
+// posts it. The caller holds c.mu, which postLocked releases.
+func (m *module) postLocked(c *comm, r *recvReq) {
 	if err := c.interrupted(r.tag); err != nil {
 		c.mu.Unlock()
 		r.st = pml.Status{Source: r.src, Tag: r.tag}

@@ -102,8 +102,8 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 			err := l.Send(w, putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
 			if err == nil {
 				sp.seq++
+				sp.llpHits++
 				sp.mu.Unlock()
-				m.nLLPHits.Add(1)
 				return nil
 			}
 			if err != llp.ErrNotAvailable && !errors.Is(err, llp.ErrNotAvailable) {
@@ -120,8 +120,8 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 				err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
 				if err == nil {
 					sp.seq++
+					sp.eager++
 					sp.mu.Unlock()
-					m.nEager.Add(1)
 					return nil
 				}
 				if !isWouldBlock(err) {
@@ -187,10 +187,10 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 			err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
 			if err == nil {
 				sp.seq++
+				sp.eager++
+				d := sp.doneFree.get()
 				sp.mu.Unlock()
-				m.nEager.Add(1)
-				d := m.donePool.get()
-				d.mod = m
+				d.sp = sp
 				d.InitDone(m.eng, pml.Status{Source: dst, Tag: tag}, d)
 				return &d.Request, nil
 			}
@@ -210,14 +210,17 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 // doneReq is the request of a send that completed before Isend returned.
 type doneReq struct {
 	pml.Request
-	mod *module
+	sp       *sendPeer // whose free list it goes back to
+	nextFree *doneReq
 }
+
+func (d *doneReq) freeLink() **doneReq { return &d.nextFree }
 
 // Recycle gives it back to the free list once its Wait has returned.
 func (d *doneReq) Recycle() {
-	m := d.mod
-	d.mod = nil
-	m.donePool.put(d)
+	sp := d.sp
+	d.sp = nil
+	sp.doneFree.put(d)
 }
 
 // newSend makes a send request and chooses its protocol.
@@ -340,7 +343,7 @@ func (m *module) first(r *sendReq) bool {
 		route = m.eagerRoute(r.world, r.sp, len(r.buf))
 		err = route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(hb, hdrMatch, c.cid, c.rank, r.tag, r.seq), r.buf)
 		if err == nil {
-			m.nEager.Add(1)
+			r.sp.eager++
 			// Sent: ob1 no longer refers to r (its queue slot, if any, is
 			// cleared by the caller), so its Wait may recycle it.
 			r.SetRecycler(r)
