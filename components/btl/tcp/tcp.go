@@ -119,6 +119,7 @@ type Component struct {
 	handshakeTimeout *params.Param
 	maxPending       *params.Param
 	epollThreshold   *params.Param
+	quickAckMin      *params.Param
 }
 
 // Info describes the component.
@@ -161,6 +162,8 @@ func (c *Component) Register(r *mca.Registrar) {
 		Help: "Accepted connections that may be waiting for their handshake at once; beyond it the oldest that has waited a sixteenth of btl_tcp_handshake_timeout (at most 250 ms) is closed, or the listener waits, so that silent strangers cannot hold the process's descriptors"})
 	c.epollThreshold = r.Add(params.Def{Name: "btl_tcp_epoll_threshold", Type: params.Int, Level: 9, Default: "4", Range: &params.Range{Min: 0, Max: 1 << 20},
 		Help: "Number of incoming connections from which Progress finds those with data with one epoll_wait rather than one read per connection; 0: never"})
+	c.quickAckMin = r.Add(params.Def{Name: "btl_tcp_quickack_min", Type: params.Size, Level: 9, Default: "64k",
+		Help: "Frames of at least this many bytes are acknowledged by the kernel segment by segment (TCP_QUICKACK, once per frame) instead of after a delay for an answer to carry the acknowledgement; 0: never"})
 }
 
 // config is a module's reading of its parameters.
@@ -172,6 +175,7 @@ type config struct {
 	portMin, portMax int // portMin 0: any port
 	disabledFamily   int
 	epollMin         int // 0: never
+	quickAckMin      int // 0: never
 }
 
 const maxSocketBuffer = 1 << 30
@@ -184,6 +188,7 @@ func (c *Component) config(b *mca.Base) (config, error) {
 		portMin:          int(b.Get(c.portMin).Int()),
 		disabledFamily:   int(b.Get(c.disableFamily).Int()),
 		epollMin:         int(b.Get(c.epollThreshold).Int()),
+		quickAckMin:      int(min(b.Get(c.quickAckMin).Uint(), maxFrameMax)),
 	}
 	for _, s := range []struct {
 		p   *params.Param
