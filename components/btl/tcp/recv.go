@@ -100,6 +100,10 @@ func (c *inConn) poll() (int, bool) {
 		// incoming connection holds progress, as its poll does.
 		var rerr error
 		if c.fd >= 0 {
+			if c.placing != nil && c.m.cfg.quickAckStream > 0 && len(c.placing) >= c.m.cfg.quickAckStream {
+				// Before every read of a long payload: see quickAck.
+				c.quickAck()
+			}
 			c.read(uintptr(c.fd))
 		} else {
 			rerr = c.raw.Read(c.rfn)
@@ -202,7 +206,12 @@ func (c *inConn) steer() {
 // delayed for an answer to carry them. A large frame's sender needs them
 // at once to go on (4 MiB ping-pong: 1200-1400 µs against 640-670 with a
 // connection per direction; with this, 680-710). TCP_QUICKACK leaves that
-// mode until this side next answers, so once per frame is enough.
+// mode until this side next answers, so once per frame keeps the
+// acknowledgements coming; for long payloads (btl_tcp_quickack_stream_min)
+// it is asked again before every read, which sends the acknowledgement
+// pending at once and keeps the kernel acknowledging each segment: 1 MiB
+// windowed bandwidth +57 %, 4 MiB +12 % (median of ten, far), for a system
+// call per read that costs 256 KiB messages ~2 % if done for them too.
 func (c *inConn) quickAck() {
 	c.quick = true
 	unix.SetsockoptInt(int(c.fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)

@@ -120,6 +120,7 @@ type Component struct {
 	maxPending       *params.Param
 	epollThreshold   *params.Param
 	quickAckMin      *params.Param
+	quickAckStream   *params.Param
 }
 
 // Info describes the component.
@@ -164,6 +165,8 @@ func (c *Component) Register(r *mca.Registrar) {
 		Help: "Number of incoming connections from which Progress finds those with data with one epoll_wait rather than one read per connection; 0: never"})
 	c.quickAckMin = r.Add(params.Def{Name: "btl_tcp_quickack_min", Type: params.Size, Level: 9, Default: "64k",
 		Help: "Frames of at least this many bytes are acknowledged by the kernel segment by segment (TCP_QUICKACK, once per frame) instead of after a delay for an answer to carry the acknowledgement; 0: never"})
+	c.quickAckStream = r.Add(params.Def{Name: "btl_tcp_quickack_stream_min", Type: params.Size, Level: 9, Default: "512k",
+		Help: "Payloads of at least this many bytes read straight into place ask for quick acknowledgements (TCP_QUICKACK) before every read, which keeps a large transfer's sender going at a system call per read; 0: never"})
 }
 
 // config is a module's reading of its parameters.
@@ -176,6 +179,7 @@ type config struct {
 	disabledFamily   int
 	epollMin         int // 0: never
 	quickAckMin      int // 0: never
+	quickAckStream   int // 0: never
 }
 
 const maxSocketBuffer = 1 << 30
@@ -189,6 +193,7 @@ func (c *Component) config(b *mca.Base) (config, error) {
 		disabledFamily:   int(b.Get(c.disableFamily).Int()),
 		epollMin:         int(b.Get(c.epollThreshold).Int()),
 		quickAckMin:      int(min(b.Get(c.quickAckMin).Uint(), maxFrameMax)),
+		quickAckStream:   int(min(b.Get(c.quickAckStream).Uint(), maxFrameMax)),
 	}
 	for _, s := range []struct {
 		p   *params.Param
