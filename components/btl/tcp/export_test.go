@@ -36,6 +36,13 @@ func FrameHeader(tag uint8, length int) []byte {
 // Rejected counts the connections a module refused at the handshake.
 func Rejected(m btl.Module) int64 { return m.(*module).rejected.Load() }
 
+// Deferred counts the peers' connections a module declined because it
+// dialled the peer too (the pair keeps that one).
+func Deferred(m btl.Module) int64 { return m.(*module).deferred.Load() }
+
+// IsDeferral says whether an answer to a hello is a deferral.
+func IsDeferral(b []byte) bool { return len(b) == helloLen && b[6] == kindDefer }
+
 // Stats are a module's frame counts.
 func Stats(m btl.Module) (sent, received uint64) {
 	mod := m.(*module)

@@ -35,11 +35,21 @@ func FuzzHandshake(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
 	f.Add(good.encode()[:10])
 	f.Add([]byte{})
+	deferral := good
+	deferral.kind = kindDefer
+	f.Add(deferral.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) >= 6 {
 			if err := checkMagic(b[:6]); err != nil && !errors.Is(err, errHandshake) {
 				t.Fatalf("checkMagic error without errHandshake: %v", err)
 			}
+		}
+		if a, err := id.checkAnswer(b, 2); err != nil {
+			if !errors.Is(err, errHandshake) {
+				t.Fatalf("answer rejected without errHandshake: %v", err)
+			}
+		} else if (a.kind != kindReply && a.kind != kindDefer) || a.from != 2 || int(a.to) != id.rank || !bytes.Equal(a.encode(), b) {
+			t.Fatalf("accepted a bad answer: %+v", a)
 		}
 		h, err := id.check(b, kindHello, -1)
 		if err != nil {

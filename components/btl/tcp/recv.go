@@ -30,6 +30,8 @@ type inConn struct {
 	dst  []byte
 	rn   int
 	rerr syscall.Errno
+	// quick: quickAck was called for the frame being received.
+	quick bool
 
 	// A payload being read straight into its place (btl.Steer): where,
 	// how much of it has arrived, and the PML header it came with.
@@ -98,6 +100,10 @@ func (c *inConn) poll() (int, bool) {
 		// incoming connection holds progress, as its poll does.
 		var rerr error
 		if c.fd >= 0 {
+			if c.placing != nil && c.m.cfg.quickAckStream > 0 && len(c.placing) >= c.m.cfg.quickAckStream {
+				// Before every read of a long payload: see quickAck.
+				c.quickAck()
+			}
 			c.read(uintptr(c.fd))
 		} else {
 			rerr = c.raw.Read(c.rfn)
@@ -122,7 +128,7 @@ func (c *inConn) poll() (int, bool) {
 		if c.placing != nil {
 			if c.placed += c.rn; c.placed == len(c.placing) {
 				s, n, dropped := c.placeBy, len(c.placing), c.dropping
-				c.placing, c.placeBy, c.placeG, c.dropping = nil, nil, nil, false
+				c.placing, c.placeBy, c.placeG, c.dropping, c.quick = nil, nil, nil, false, false
 				if !dropped {
 					s.Placed(c.rank, c.placeHdr[:c.placeHdrN], n)
 					c.m.placed++
@@ -144,6 +150,7 @@ func (c *inConn) poll() (int, bool) {
 			if !ok {
 				break
 			}
+			c.quick = false
 			if h.kind == frameBye {
 				c.m.peerFinalized(c.rank)
 				return delivered, false
@@ -166,7 +173,13 @@ func (c *inConn) poll() (int, bool) {
 // from then on.
 func (c *inConn) steer() {
 	h, body, ok := c.fr.partial()
-	if !ok || c.fr.declined {
+	if !ok {
+		return
+	}
+	if !c.quick && c.m.cfg.quickAckMin > 0 && h.length >= c.m.cfg.quickAckMin {
+		c.quickAck()
+	}
+	if c.fr.declined {
 		return
 	}
 	s := c.m.steers[h.tag].Load()
@@ -184,6 +197,24 @@ func (c *inConn) steer() {
 	g.Exit()
 	c.placing, c.placeBy, c.placeG = dst, s, g
 	c.fr.drop()
+}
+
+// quickAck makes the kernel acknowledge a large frame's segments as they
+// come, once per frame. Both ranks' fragments share the connection, so
+// small messages' acknowledgements ride on the answers, which puts the
+// socket in the kernel's interactive (pingpong) mode: acknowledgements
+// delayed for an answer to carry them. A large frame's sender needs them
+// at once to go on (4 MiB ping-pong: 1200-1400 µs against 640-670 with a
+// connection per direction; with this, 680-710). TCP_QUICKACK leaves that
+// mode until this side next answers, so once per frame keeps the
+// acknowledgements coming; for long payloads (btl_tcp_quickack_stream_min)
+// it is asked again before every read, which sends the acknowledgement
+// pending at once and keeps the kernel acknowledging each segment: 1 MiB
+// windowed bandwidth +57 %, 4 MiB +12 % (median of ten, far), for a system
+// call per read that costs 256 KiB messages ~2 % if done for them too.
+func (c *inConn) quickAck() {
+	c.quick = true
+	unix.SetsockoptInt(int(c.fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
 }
 
 func (c *inConn) lost(cause error) {

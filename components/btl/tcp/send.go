@@ -3,7 +3,6 @@ package tcp
 import (
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -47,6 +46,11 @@ type endpoint struct {
 	raw    syscall.RawConn
 	q      sendQueue
 	queued atomic.Bool
+	// claimed: a connection the peer dialled was taken for this endpoint
+	// and its answer is on the way (state epConnecting: output queues, no
+	// dial starts; a dial under way is dropped when it ends). waiting: the
+	// peer deferred our dial and its own connection is awaited.
+	claimed, waiting bool
 	// Frames accepted and their bytes (header and payload, not the
 	// frame header), for btl.SendCounter: added to under mu, read by
 	// SendCounts without it.
@@ -99,6 +103,11 @@ func (e *endpoint) send(tag uint8, hdr, payload []byte, immediate bool) error {
 	n := len(hdr) + len(payload)
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.state == epIdle {
+		if err := e.connectLocked(); err != nil {
+			return err
+		}
+	}
 	switch e.state {
 	case epConnected:
 		if e.q.bytes > 0 {
@@ -122,10 +131,6 @@ func (e *endpoint) send(tag uint8, hdr, payload []byte, immediate bool) error {
 		e.enqueueLocked(tail(w, e.fh[:], hdr, payload))
 		e.countLocked(n)
 		return nil
-	case epIdle:
-		if err := e.connectLocked(); err != nil {
-			return err
-		}
 	case epDown:
 		return e.err
 	}
@@ -229,12 +234,17 @@ func (e *endpoint) lostLocked(cause error) error {
 	return err
 }
 
-// connectLocked starts the goroutine that connects and then drains the
-// queue in the background.
+// connectLocked connects the endpoint: on the connection the peer dialled
+// to us, when there is one, else by a goroutine that dials, and meanwhile
+// output queues.
 func (e *endpoint) connectLocked() error {
 	if e.m.closing.Load() {
 		e.state, e.err = epDown, fmt.Errorf("btl tcp: module finalized: %w", btl.ErrPeerLost)
 		return e.err
+	}
+	if s, ok := e.m.takeSpare(e.rank); ok {
+		e.useLocked(s.conn, s.raw)
+		return nil
 	}
 	e.state = epConnecting
 	e.m.wg.Add(1)
@@ -242,20 +252,51 @@ func (e *endpoint) connectLocked() error {
 	return nil
 }
 
-// run connects, then pushes queued output whenever Progress is not there to
-// do it.
+// useLocked makes conn the endpoint's connection, pushes what queued
+// meanwhile and starts the goroutine that pushes queued output when
+// Progress is not there to do it.
+func (e *endpoint) useLocked(conn *net.TCPConn, raw syscall.RawConn) {
+	e.conn, e.raw, e.state = conn, raw, epConnected
+	e.claimed, e.waiting = false, false
+	if err := e.pushLocked(); err != nil {
+		e.lostLocked(err)
+		return
+	}
+	if !e.m.closing.Load() {
+		e.m.wg.Add(1)
+		go e.flushLoop()
+	}
+}
+
+// run dials the peer and then sends on that connection, unless the peer's
+// own connection was taken meanwhile or the peer defers to it.
 func (e *endpoint) run() {
 	defer e.m.wg.Done()
-	conn, err := e.m.dial(e.rank, e.cands)
+	conn, ans, err := e.m.dial(e.rank, e.cands)
 	e.mu.Lock()
-	if err != nil || e.state != epConnecting {
+	if e.state != epConnecting || e.claimed {
+		// The peer dialled us too and its connection carries both ways;
+		// a dial the peer accepted all the same is received from, since
+		// the peer may send on it.
 		e.mu.Unlock()
-		if conn != nil {
-			conn.Close()
+		if err == nil && conn != nil {
+			if ans.kind == kindReply {
+				e.m.addIncoming(conn, e.rank, int(ans.maxFrame))
+			} else {
+				conn.Close()
+			}
 		}
-		if err != nil {
-			e.m.peerLost(e.rank, err)
-		}
+		return
+	}
+	if err != nil {
+		e.mu.Unlock()
+		e.m.peerLost(e.rank, err)
+		return
+	}
+	if ans.kind == kindDefer {
+		e.waiting = true
+		e.mu.Unlock()
+		e.awaitPeer()
 		return
 	}
 	raw, err := conn.SyscallConn()
@@ -265,21 +306,57 @@ func (e *endpoint) run() {
 		e.m.peerLost(e.rank, fmt.Errorf("btl tcp: connection to rank %d: %v: %w", e.rank, err, btl.ErrPeerLost))
 		return
 	}
-	e.conn, e.raw, e.state = conn, raw, epConnected
-	if err := e.pushLocked(); err != nil {
-		e.lostLocked(err)
+	e.useLocked(conn, raw)
+	e.mu.Unlock()
+	e.m.addIncoming(conn, e.rank, int(ans.maxFrame))
+}
+
+// awaitPeer waits, after the peer deferred our dial, for the peer's own
+// connection (handshakeIn takes it, or it came before the endpoint
+// existed and waits among the spares), for at most btl_tcp_handshake_timeout.
+func (e *endpoint) awaitPeer() {
+	deadline := time.Now().Add(e.m.cfg.handshakeTimeout)
+	for {
+		e.mu.Lock()
+		if e.state != epConnecting || e.claimed {
+			e.mu.Unlock()
+			return
+		}
+		if s, ok := e.m.takeSpare(e.rank); ok {
+			e.useLocked(s.conn, s.raw)
+			e.mu.Unlock()
+			return
+		}
 		e.mu.Unlock()
-		return
+		if time.Now().After(deadline) {
+			e.m.peerLost(e.rank, fmt.Errorf("btl tcp: rank %d deferred our connection to its own, which did not come within %v: %w",
+				e.rank, e.m.cfg.handshakeTimeout, btl.ErrPeerLost))
+			return
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-t.C:
+		case <-e.m.ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+}
+
+// adoptAccepted makes conn, which the peer dialled and whose answer has
+// left, the endpoint's connection (placeIncoming claimed it).
+func (e *endpoint) adoptAccepted(conn *net.TCPConn, raw syscall.RawConn) {
+	e.mu.Lock()
+	if e.state == epConnecting && e.claimed {
+		e.useLocked(conn, raw)
 	}
 	e.mu.Unlock()
-	e.m.wg.Add(1)
-	go e.watch(conn)
-	e.flushLoop()
 }
 
 // flushLoop waits for queued output and pushes it, sleeping a little longer
 // each time the socket stays full.
 func (e *endpoint) flushLoop() {
+	defer e.m.wg.Done()
 	done := e.m.ctx.Done()
 	for {
 		select {
@@ -316,31 +393,6 @@ func (e *endpoint) flushLoop() {
 	}
 }
 
-// watch waits on the outgoing connection, where the peer only ever writes a
-// goodbye: anything else, or the end of the stream, means the peer is lost.
-func (e *endpoint) watch(conn *net.TCPConn) {
-	defer e.m.wg.Done()
-	var b [frameHdrLen]byte
-	_, err := io.ReadFull(conn, b[:])
-	if e.m.closing.Load() {
-		return
-	}
-	if err == nil {
-		h, perr := parseFrameHeader(b[:], 0)
-		if perr == nil && h.kind == frameBye {
-			e.m.peerFinalized(e.rank)
-			return
-		}
-		err = fmt.Errorf("unexpected bytes on the sending connection: %w", errProtocol)
-		if perr != nil {
-			err = perr
-		}
-	} else if err == io.EOF || err == io.ErrUnexpectedEOF {
-		err = errors.New("the peer closed the connection without saying goodbye")
-	}
-	e.m.peerLost(e.rank, fmt.Errorf("btl tcp: connection to rank %d: %v: %w", e.rank, err, btl.ErrPeerLost))
-}
-
 // fail takes the endpoint down (idempotent).
 func (e *endpoint) fail(err error) {
 	e.mu.Lock()
@@ -354,8 +406,12 @@ func (e *endpoint) failLocked(err error) {
 	}
 	e.state, e.err = epDown, err
 	e.dropQueueLocked()
-	if e.conn != nil {
-		e.conn.Close()
+	if e.raw != nil {
+		// Shut down, not closed: Progress reads the descriptor itself and
+		// alone may close it (it then reads the end of the stream and
+		// drops the connection), so that its number is not reused under
+		// a read.
+		e.raw.Control(func(fd uintptr) { unix.Shutdown(int(fd), unix.SHUT_RDWR) })
 	}
 }
 

@@ -3,13 +3,25 @@
 //
 // # Connections
 //
-// Each process dials its own connection to a peer for the fragments it
-// sends to that peer, and receives on the connections its peers dialled to
-// it. So each direction of a pair has exactly one connection, per-peer order
-// is the order of one TCP stream, and simultaneous connects need no
-// resolution. Connections are made lazily, by a goroutine started on the
-// first Send to a peer; fragments sent meanwhile wait in the endpoint's
-// queue.
+// One connection per pair of ranks carries both ranks' fragments, as Open
+// MPI's btl tcp does: each segment then carries the acknowledgement of the
+// last one the other way. With a connection per direction (this module
+// before) the receiving side of each never sends data, so the kernel
+// acknowledges every small segment with a segment of its own, sent from
+// the reader's recv before it can answer: two segments per message instead
+// of one, +2.1 µs per one-way 8-byte message in a C ping-pong on loopback
+// (bench/tcptrace/tcp_conns.c), ~0.7 µs in gompi's. Connections are made
+// lazily, by a goroutine started on the first Send to a peer that has not
+// connected to us; fragments sent meanwhile wait in the endpoint's queue.
+// A peer's connection that arrives first is taken for sending too (one
+// that arrives before AddProcs waits as a spare for the first Send). When
+// two ranks dial each other at once, the connection dialled by the lower
+// rank is kept: the higher rank takes it (its own dial is then dropped or,
+// if the lower rank accepted it all the same, only received from), and the
+// lower rank answers the higher one's hello with a deferral. The choice is
+// made before either side sends a fragment on either connection, and an
+// endpoint never changes connection, so per-peer order is the order of one
+// TCP stream.
 //
 // # Handshake
 //
@@ -23,7 +35,7 @@
 //
 // # Receiving: polling, not parking
 //
-// Progress polls every incoming connection with one non-blocking read each
+// Progress polls every connection with one non-blocking read each
 // (syscall.RawConn.Read with a function that reads once and returns true, so
 // that the goroutine never parks in the netpoller: a wake-up costs more than
 // the whole latency budget). Frames are length-checked against the maximum
@@ -62,9 +74,11 @@
 // A connection that ends without the peer's goodbye frame, a write error, a
 // failed connect or a protocol error marks the peer lost: its endpoint fails
 // every later Send with an error wrapping btl.ErrPeerLost, its queue is
-// dropped, and the next Progress tells the RegisterError callback, once. A
-// goroutine per outgoing connection waits for the peer's goodbye or end of
-// stream, so a peer that only ever received from us is noticed too. At
+// dropped, and the next Progress tells the RegisterError callback, once.
+// Progress reads every connection, so a peer that only ever received from
+// us is noticed too. An endpoint that fails shuts its connection down
+// rather than closing it: Progress, which reads the descriptor itself,
+// alone closes connections. At
 // Finalize a module drains its queues (for a bounded time), says goodbye on
 // every connection and closes them; a peer's goodbye is not an error.
 package tcp
@@ -105,6 +119,8 @@ type Component struct {
 	handshakeTimeout *params.Param
 	maxPending       *params.Param
 	epollThreshold   *params.Param
+	quickAckMin      *params.Param
+	quickAckStream   *params.Param
 }
 
 // Info describes the component.
@@ -147,6 +163,10 @@ func (c *Component) Register(r *mca.Registrar) {
 		Help: "Accepted connections that may be waiting for their handshake at once; beyond it the oldest that has waited a sixteenth of btl_tcp_handshake_timeout (at most 250 ms) is closed, or the listener waits, so that silent strangers cannot hold the process's descriptors"})
 	c.epollThreshold = r.Add(params.Def{Name: "btl_tcp_epoll_threshold", Type: params.Int, Level: 9, Default: "4", Range: &params.Range{Min: 0, Max: 1 << 20},
 		Help: "Number of incoming connections from which Progress finds those with data with one epoll_wait rather than one read per connection; 0: never"})
+	c.quickAckMin = r.Add(params.Def{Name: "btl_tcp_quickack_min", Type: params.Size, Level: 9, Default: "64k",
+		Help: "Frames of at least this many bytes are acknowledged by the kernel segment by segment (TCP_QUICKACK, once per frame) instead of after a delay for an answer to carry the acknowledgement; 0: never"})
+	c.quickAckStream = r.Add(params.Def{Name: "btl_tcp_quickack_stream_min", Type: params.Size, Level: 9, Default: "512k",
+		Help: "Payloads of at least this many bytes read straight into place ask for quick acknowledgements (TCP_QUICKACK) before every read, which keeps a large transfer's sender going at a system call per read; 0: never"})
 }
 
 // config is a module's reading of its parameters.
@@ -158,6 +178,8 @@ type config struct {
 	portMin, portMax int // portMin 0: any port
 	disabledFamily   int
 	epollMin         int // 0: never
+	quickAckMin      int // 0: never
+	quickAckStream   int // 0: never
 }
 
 const maxSocketBuffer = 1 << 30
@@ -170,6 +192,8 @@ func (c *Component) config(b *mca.Base) (config, error) {
 		portMin:          int(b.Get(c.portMin).Int()),
 		disabledFamily:   int(b.Get(c.disableFamily).Int()),
 		epollMin:         int(b.Get(c.epollThreshold).Int()),
+		quickAckMin:      int(min(b.Get(c.quickAckMin).Uint(), maxFrameMax)),
+		quickAckStream:   int(min(b.Get(c.quickAckStream).Uint(), maxFrameMax)),
 	}
 	for _, s := range []struct {
 		p   *params.Param
@@ -306,10 +330,11 @@ type module struct {
 	events   [64]unix.EpollEvent
 
 	inMu         sync.Mutex
-	adopt        []*inConn       // handshaken, not yet polled
-	adoptPending atomic.Bool     // adopt is not empty
-	from         map[int]bool    // ranks that have an incoming connection
-	handshakes   *handshakes.Set // accepted, handshake under way
+	adopt        []*inConn         // handshaken, not yet polled
+	adoptPending atomic.Bool       // adopt is not empty
+	from         map[int]bool      // ranks whose connection to us we accepted
+	spare        map[int]spareConn // peers' connections accepted before AddProcs, for the first Send
+	handshakes   *handshakes.Set   // accepted, handshake under way
 
 	outPending atomic.Int32 // endpoints with queued output
 
@@ -319,6 +344,7 @@ type module struct {
 	lostPending atomic.Bool
 
 	rejected atomic.Int64 // connections refused at the handshake
+	deferred atomic.Int64 // peers' connections declined for our own (placeIncoming)
 
 	// Waking a sleeping process (watch.go).
 	bell      *rte.Bell
@@ -345,7 +371,7 @@ func newModule(attr btl.Attributes, cfg config, rt *rte.Runtime, log *mca.Logger
 			rank: job.Rank, size: job.Size,
 		},
 		ctx: ctx, cancel: cancel, epfd: -1, wfd: -1, bell: rt.Bell(), armCh: make(chan struct{}, 1),
-		from: map[int]bool{}, handshakes: handshakes.New(cfg.maxPending, cfg.handshakeTimeout), gone: map[int]bool{},
+		from: map[int]bool{}, spare: map[int]spareConn{}, handshakes: handshakes.New(cfg.maxPending, cfg.handshakeTimeout), gone: map[int]bool{},
 	}
 	m.chunks.New = func() any { b := make([]byte, 0, chunkSize); return &b }
 	return m
@@ -464,7 +490,11 @@ func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 		eps[r] = e
 		out[i] = e
 	}
+	// Under inMu: a peer's connection accepted meanwhile either finds its
+	// endpoint or is left as a spare that the endpoint's first Send finds.
+	m.inMu.Lock()
 	m.eps.Store(&eps)
+	m.inMu.Unlock()
 	return out, nil
 }
 

@@ -19,12 +19,15 @@ import (
 //
 // The dialer of a connection sends a hello; the acceptor checks it and
 // answers with a hello of its own, so that the dialer knows it reached the
-// process it meant. Both are helloLen bytes:
+// process it meant: kindReply when the connection is to carry both ranks'
+// fragments, kindDefer when the acceptor has dialled the dialer too and
+// keeps its own connection instead (tcp.go: one connection per pair). All
+// are helloLen bytes:
 //
 //	off len field
 //	  0   4 magic "gTCP"
 //	  4   2 version (helloVersion)
-//	  6   1 kind: kindHello (dialer) or kindReply (acceptor)
+//	  6   1 kind: kindHello (dialer), kindReply or kindDefer (acceptor)
 //	  7   1 reserved, 0
 //	  8  16 job id (jobTag of rte.Job.ID)
 //	 24  16 job cookie
@@ -34,9 +37,10 @@ import (
 
 const (
 	helloLen     = 52
-	helloVersion = 1
+	helloVersion = 2 // 2: one connection per pair carries both directions
 	kindHello    = 1
 	kindReply    = 2
+	kindDefer    = 3
 
 	// minFrameMax and maxFrameMax bound the frame sizes a peer may announce:
 	// the range btl.RegisterCommon accepts for max_send_size.
@@ -96,7 +100,7 @@ func parseHello(b []byte) (hello, error) {
 		return h, err
 	}
 	h.kind = b[6]
-	if h.kind != kindHello && h.kind != kindReply {
+	if h.kind != kindHello && h.kind != kindReply && h.kind != kindDefer {
 		return h, fmt.Errorf("unknown hello kind %d: %w", h.kind, errHandshake)
 	}
 	if b[7] != 0 {
@@ -144,12 +148,22 @@ func (id *identity) hello(kind uint8, to int, maxFrame int) hello {
 // job (other than this one) to this rank. want, when not negative, is the
 // only rank accepted as the sender (the dialer knows whom it called).
 func (id *identity) check(b []byte, kind uint8, want int) (hello, error) {
+	return id.checkKinds(b, kind, kind, want)
+}
+
+// checkAnswer checks the acceptor's answer to a dialer's hello to rank
+// want: a reply or a deferral.
+func (id *identity) checkAnswer(b []byte, want int) (hello, error) {
+	return id.checkKinds(b, kindReply, kindDefer, want)
+}
+
+func (id *identity) checkKinds(b []byte, kind, alt uint8, want int) (hello, error) {
 	h, err := parseHello(b)
 	if err != nil {
 		return h, err
 	}
 	switch {
-	case h.kind != kind:
+	case h.kind != kind && h.kind != alt:
 		return h, fmt.Errorf("hello kind %d, want %d: %w", h.kind, kind, errHandshake)
 	case h.job != id.job:
 		// The cookie is checked even so, in constant time, so that the

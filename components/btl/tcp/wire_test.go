@@ -61,6 +61,28 @@ func TestHelloChecks(t *testing.T) {
 	}
 }
 
+// The dialer takes a reply or a deferral from the rank it called, and
+// nothing else.
+func TestAnswerChecks(t *testing.T) {
+	id := testIdentity()
+	for _, kind := range []uint8{kindReply, kindDefer} {
+		ans := hello{kind: kind, job: id.job, cookie: id.cookie, from: 2, to: 1, maxFrame: 1 << 17}
+		if h, err := id.checkAnswer(ans.encode(), 2); err != nil || h != ans {
+			t.Errorf("answer of kind %d: %+v, %v", kind, h, err)
+		}
+		if _, err := id.checkAnswer(ans.encode(), 3); !errors.Is(err, errHandshake) {
+			t.Errorf("answer of kind %d from a rank not called: %v", kind, err)
+		}
+		if _, err := id.check(ans.encode(), kindHello, -1); !errors.Is(err, errHandshake) {
+			t.Errorf("answer of kind %d taken for a hello: %v", kind, err)
+		}
+	}
+	h := hello{kind: kindHello, job: id.job, cookie: id.cookie, from: 2, to: 1, maxFrame: 1 << 17}
+	if _, err := id.checkAnswer(h.encode(), 2); !errors.Is(err, errHandshake) {
+		t.Errorf("a hello taken for an answer: %v", err)
+	}
+}
+
 func TestJobTag(t *testing.T) {
 	if a, b := jobTag("short"), jobTag("short"); a != b || printable(a[:]) != "short" {
 		t.Errorf("short id: %q", printable(a[:]))
