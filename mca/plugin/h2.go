@@ -215,7 +215,8 @@ func (c *h2conn) flushLocked() error {
 	_, err := c.nc.Write(c.wbuf)
 	c.wbuf = c.wbuf[:0]
 	if err != nil {
-		c.fail(fmt.Errorf("writing to the plugin: %w", err))
+		err = fmt.Errorf("the connection to the plugin ended: writing: %w", err)
+		c.fail(err)
 	}
 	return err
 }
