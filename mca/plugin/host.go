@@ -73,8 +73,12 @@ func (h *Handle) takeSpare() *Process {
 	return p
 }
 
-// fileName is gompi-<framework>-<component>.
-var fileName = regexp.MustCompile(`^gompi-([a-z][a-z0-9]*)-([a-z][a-z0-9_]*)$`)
+// fileName is gompi-<framework>-<component>. Compiled when first used:
+// every gompi program links this package, few name a plugin, and start-up
+// pays for every package's initialisation.
+var fileName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^gompi-([a-z][a-z0-9]*)-([a-z][a-z0-9_]*)$`)
+})
 
 // load is the catalogue's plugin loader: it finds the candidates in dirs,
 // describes them in parallel (each in a process started and stopped for
@@ -105,7 +109,7 @@ func load(cat *mca.Catalog, dirs []string, timeout time.Duration, log hclog.Logg
 				continue
 			}
 			path := filepath.Join(dir, ent.Name())
-			m := fileName.FindStringSubmatch(ent.Name())
+			m := fileName().FindStringSubmatch(ent.Name())
 			if m == nil {
 				skip(path, "its name is not gompi-<framework>-<component> (lower case letters, digits, and '_' in the component)")
 				continue

@@ -35,6 +35,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
@@ -98,8 +99,9 @@ func (d *Description) Info() mca.Info {
 var (
 	typeByName = map[string]params.Type{"bool": params.Bool, "int": params.Int, "uint": params.Uint,
 		"size": params.Size, "string": params.String, "enum": params.Enum, "list": params.List}
-	componentNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	paramNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	// nameRE is a component's or a parameter's name; compiled when first
+	// used (see fileName).
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]*$`) })
 )
 
 // Limits on a description, so that a broken plugin cannot flood the host.
@@ -139,7 +141,7 @@ func ParseDescription(b []byte, framework, name string) (*Description, error) {
 	switch {
 	case d.Framework != framework || d.Name != name:
 		return bad("it calls itself %s/%s, but its file name says %s/%s", d.Framework, d.Name, framework, name)
-	case !componentNameRE.MatchString(d.Name) || d.Name == "base" || d.Name == "all":
+	case !nameRE().MatchString(d.Name) || d.Name == "base" || d.Name == "all":
 		return bad("component name %q: lower case letters, digits and '_', not base or all", d.Name)
 	case len(d.Params) > maxParams:
 		return bad("%d parameters: accepted: at most %d", len(d.Params), maxParams)
@@ -152,7 +154,7 @@ func ParseDescription(b []byte, framework, name string) (*Description, error) {
 		}
 		t, ok := typeByName[p.Type]
 		switch {
-		case !paramNameRE.MatchString(p.Name) || len(p.Name) <= len(prefix) || p.Name[:len(prefix)] != prefix:
+		case !nameRE().MatchString(p.Name) || len(p.Name) <= len(prefix) || p.Name[:len(prefix)] != prefix:
 			return at("a name is lower case letters, digits and '_' starting with %q", prefix)
 		case seen[p.Name]:
 			return at("declared twice, or the reserved priority parameter")
