@@ -2,7 +2,6 @@ package plugin
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http2/hpack"
 )
 
 // The host's side of gRPC: an HTTP/2 client connection with prior
@@ -21,7 +18,8 @@ import (
 // reads one server stream (go-plugin's stdio). It is what the host needs of
 // grpc-go and no more: gRPC's packages cost a rank milliseconds of
 // initialisation at every start and most of its binary, for the rare job
-// that names a plugin. Every frame, header block and message the plugin
+// that names a plugin; its header compression is its own too (hpack.go).
+// Every frame, header block and message the plugin
 // sends goes through a parser that returns errors (FuzzH2Conn).
 
 const (
@@ -42,11 +40,10 @@ const (
 	flagPadded     = 0x8
 	flagPriority   = 0x20
 
-	settingHeaderTableSize = 0x1
-	settingInitialWindow   = 0x4
-	settingMaxFrameSize    = 0x5
-	settingEnablePush      = 0x2
-	settingMaxHeaderList   = 0x6
+	settingInitialWindow = 0x4
+	settingMaxFrameSize  = 0x5
+	settingEnablePush    = 0x2
+	settingMaxHeaderList = 0x6
 
 	// HTTP/2's defaults (RFC 9113 §6.5.2), which the host keeps for what
 	// it receives: an answer larger than the window is paced by the
@@ -137,10 +134,8 @@ type h2conn struct {
 	br      *bufio.Reader
 	timeout time.Duration // bounds every write, so a plugin that stops reading cannot hang the host
 
-	wmu  sync.Mutex // one frame at a time; the header encoder's state
+	wmu  sync.Mutex // one frame at a time
 	wbuf []byte
-	hbuf bytes.Buffer
-	henc *hpack.Encoder
 
 	mu        sync.Mutex
 	streams   map[uint32]*h2stream
@@ -181,7 +176,6 @@ func newH2Conn(nc net.Conn, timeout time.Duration) (*h2conn, error) {
 		sendWin: h2Window, peerWin: h2Window, peerFrame: h2MaxFrame,
 		kick: make(chan struct{}), done: make(chan struct{}),
 	}
-	c.henc = hpack.NewEncoder(&c.hbuf)
 	var settings []byte
 	for _, s := range [][2]uint32{{settingEnablePush, 0}, {settingMaxHeaderList, maxHeaderBlock}} {
 		settings = binary.BigEndian.AppendUint16(settings, uint16(s[0]))
@@ -309,7 +303,6 @@ func (c *h2conn) open(path string, msg []byte, timeout time.Duration, onMsg func
 	s.sendWin = c.peerWin
 	c.streams[s.id] = s
 	c.mu.Unlock()
-	c.hbuf.Reset()
 	fields := [][2]string{
 		{":method", "POST"}, {":scheme", "http"}, {":path", path}, {":authority", "localhost"},
 		{"content-type", "application/grpc"}, {"te", "trailers"}, {"user-agent", "gompi"},
@@ -319,11 +312,11 @@ func (c *h2conn) open(path string, msg []byte, timeout time.Duration, onMsg func
 		// most 8 digits).
 		fields = append(fields, [2]string{"grpc-timeout", strconv.FormatInt(min(timeout.Milliseconds()+1, 99999999), 10) + "m"})
 	}
+	var block []byte
 	for _, f := range fields {
-		_ = c.henc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+		block = appendHpackLiteral(block, f[0], f[1])
 	}
 	// The block in HEADERS and CONTINUATION frames of the plugin's size.
-	block := c.hbuf.Bytes()
 	c.mu.Lock()
 	max := int(c.peerFrame)
 	c.mu.Unlock()
@@ -487,8 +480,7 @@ func (c *h2conn) grow(kickWin func()) {
 
 // readFrames handles the plugin's frames; its error ends the connection.
 func (c *h2conn) readFrames() error {
-	dec := hpack.NewDecoder(4096, nil)
-	dec.SetMaxStringLength(maxHeaderBlock)
+	dec := newHpackDecoder()
 	var (
 		buf      []byte
 		inBlock  bool // a header block awaits CONTINUATION
@@ -641,11 +633,6 @@ func (c *h2conn) settings(fh frameHeader, p []byte) error {
 			if bad != nil {
 				return bad
 			}
-		case settingHeaderTableSize:
-			// The table the plugin decodes the host's headers with.
-			c.wmu.Lock()
-			c.henc.SetMaxDynamicTableSizeLimit(v)
-			c.wmu.Unlock()
 		case settingMaxFrameSize:
 			if v < h2MaxFrame || v > 1<<24-1 {
 				return fmt.Errorf("SETTINGS_MAX_FRAME_SIZE %d", v)
@@ -726,8 +713,8 @@ func h2ErrName(code uint32) string {
 
 // headerBlock decodes a complete header block (always, so that the
 // decoder's table stays in step) and gives it to its stream.
-func (c *h2conn) headerBlock(dec *hpack.Decoder, id uint32, block []byte, end bool) error {
-	fields, err := dec.DecodeFull(block)
+func (c *h2conn) headerBlock(dec *hpackDecoder, id uint32, block []byte, end bool) error {
+	fields, err := dec.decode(block)
 	if err != nil {
 		return fmt.Errorf("a header block: %w", err)
 	}
@@ -746,7 +733,7 @@ func (c *h2conn) headerBlock(dec *hpack.Decoder, id uint32, block []byte, end bo
 }
 
 // headers takes the answer's headers or its trailers.
-func (s *h2stream) headers(fields []hpack.HeaderField, end bool) error {
+func (s *h2stream) headers(fields []hpackField, end bool) error {
 	first := !s.gotHeaders
 	s.gotHeaders = true
 	if !first && !end {
@@ -755,15 +742,15 @@ func (s *h2stream) headers(fields []hpack.HeaderField, end bool) error {
 	var httpStatus, contentType, status string
 	var hasStatus bool
 	for _, f := range fields {
-		switch f.Name {
+		switch f.name {
 		case ":status":
-			httpStatus = f.Value
+			httpStatus = f.value
 		case "content-type":
-			contentType = f.Value
+			contentType = f.value
 		case "grpc-status":
-			status, hasStatus = f.Value, true
+			status, hasStatus = f.value, true
 		case "grpc-message":
-			s.grpcMessage = percentDecode(f.Value)
+			s.grpcMessage = percentDecode(f.value)
 		}
 	}
 	if first {
