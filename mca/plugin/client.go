@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -47,8 +46,9 @@ type Process struct {
 	path    string
 	timeout time.Duration
 	log     hclog.Logger
-	cmd     *exec.Cmd
-	sockDir string // the plugin's socket's directory, removed at the end
+	proc    *os.Process
+	state   *os.ProcessState // set before exited is closed
+	sockDir string           // the plugin's socket's directory, removed at the end
 	conn    *h2conn
 	stderr  *tail
 	lines   [2]*stderrLog // the pipe's and the stdio stream's, feeding stderr
@@ -102,21 +102,35 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 		os.RemoveAll(p.sockDir)
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
-	cmd := exec.Command(path)
-	cmd.Env = append(os.Environ(),
+	// os.StartProcess rather than os/exec: this runs in every gompi
+	// program's binary, and needs nothing os/exec adds.
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		errR.Close()
+		errW.Close()
+		os.RemoveAll(p.sockDir)
+		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
+	}
+	env := append(os.Environ(),
 		CookieKey+"="+CookieValue,
 		"PLUGIN_PROTOCOL_VERSIONS="+strconv.Itoa(api),
 		// A Go plugin serves on a Unix socket; gompi sets no port range
 		// for the others.
 		"PLUGIN_MIN_PORT=0", "PLUGIN_MAX_PORT=0",
 		"PLUGIN_UNIX_SOCKET_DIR="+p.sockDir)
-	// The plugin's stdin is /dev/null: the host's may be the job's input.
-	cmd.Stdout, cmd.Stderr = outW, errW
-	// The kernel kills the plugin when its host dies (even by kill -9); the
-	// guest also watches its parent, for the case where the forking thread
-	// ends first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	err = cmd.Start()
+	proc, err := os.StartProcess(path, []string{path}, &os.ProcAttr{
+		Env: env,
+		// The plugin's stdin is /dev/null: the host's may be the job's
+		// input.
+		Files: []*os.File{devNull, outW, errW},
+		// The kernel kills the plugin when its host dies (even by kill
+		// -9); the guest also watches its parent, for the case where the
+		// forking thread ends first.
+		Sys: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
+	})
+	devNull.Close()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -125,10 +139,13 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 		os.RemoveAll(p.sockDir)
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
-	p.cmd = cmd
+	p.proc = proc
 	go func() {
-		err := cmd.Wait()
-		log.Debug("plugin process exited", "path", path, "status", fmt.Sprint(err))
+		st, err := proc.Wait()
+		if err == nil {
+			p.state = st
+			log.Debug("plugin process exited", "path", path, "status", st.String())
+		}
 		close(p.exited)
 	}()
 	go p.readStderr(errR)
@@ -304,8 +321,8 @@ func (p *Process) waitExit(d time.Duration) {
 // kill ends a plugin that misbehaved at once, rather than through the
 // graceful stop, which would wait for a hung call.
 func (p *Process) kill() {
-	if p.cmd != nil && !p.Exited() {
-		_ = p.cmd.Process.Kill()
+	if p.proc != nil && !p.Exited() {
+		_ = p.proc.Kill()
 	}
 	p.end()
 }
@@ -318,7 +335,7 @@ func (p *Process) end() {
 		if p.conn != nil {
 			p.conn.close()
 		}
-		if p.cmd != nil {
+		if p.proc != nil {
 			<-p.exited
 			t := time.NewTimer(pipeGrace)
 			defer t.Stop()

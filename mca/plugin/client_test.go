@@ -73,7 +73,7 @@ func TestClientRealPlugin(t *testing.T) {
 		t.Errorf("a %d-byte question: %q, %v", len(q), b, err)
 	}
 	p.Stop()
-	if st := p.cmd.ProcessState; st == nil || st.ExitCode() != 0 {
+	if st := p.state; st == nil || st.ExitCode() != 0 {
 		t.Errorf("after Stop: %v, want an exit of its own with status 0", st)
 	}
 	if _, err := os.Stat(p.sockDir); !errors.Is(err, os.ErrNotExist) {

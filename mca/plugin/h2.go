@@ -19,8 +19,8 @@ import (
 // grpc-go and no more: gRPC's packages cost a rank milliseconds of
 // initialisation at every start and most of its binary, for the rare job
 // that names a plugin; its header compression is its own too (hpack.go).
-// Every frame, header block and message the plugin
-// sends goes through a parser that returns errors (FuzzH2Conn).
+// Every frame, header block and message the plugin sends goes through a
+// parser that returns errors (FuzzH2Conn, FuzzHpack, FuzzProtoMessages).
 
 const (
 	frameData         = 0x0
@@ -62,9 +62,8 @@ var clientPreface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 
 // gRPC status codes the host tells apart.
 const (
-	grpcOK            = 0
-	grpcUnknown       = 2
-	grpcUnimplemented = 12
+	grpcOK      = 0
+	grpcUnknown = 2
 )
 
 // rpcError is a call the plugin answered with a non-OK grpc-status.
