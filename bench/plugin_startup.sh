@@ -11,7 +11,8 @@
 # (for comparing builds of two commits); with none, this tree is built
 # into a temporary directory. RUNTIME is a timer that runs a command N
 # times and prints each wall time in µs (default /tmp/su/runtime); REPS
-# defaults to 20.
+# defaults to 20. MPICH_HELLO, a C hello built with MPICH's mpicc, adds
+# `mpiexec.mpich -n 2` of it to each round, for the side-by-side figure.
 set -eu
 REPS=${REPS:-20}
 RUNTIME=${RUNTIME:-/tmp/su/runtime}
@@ -36,6 +37,9 @@ for ((i = 0; i < REPS; i++)); do
 			echo "$d mpirun-np2$v $("$RUNTIME" 1 "$d/mpirun$v" -np 2 "$d/hello$v")" >>"$out"
 		done
 	done
+	if [ -n "${MPICH_HELLO:-}" ]; then
+		echo "mpich mpiexec-n2 $("$RUNTIME" 1 mpiexec.mpich -n 2 "$MPICH_HELLO")" >>"$out"
+	fi
 done
 echo "# probe after: $(probe)"
 sort -k1,2 -k3n "$out" | awk '
