@@ -1,27 +1,19 @@
 package plugin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/gompi/gompi/mca"
-	"github.com/gompi/gompi/mpierr"
 )
 
 func init() { mca.SetPluginLoader(load) }
@@ -81,8 +73,12 @@ func (h *Handle) takeSpare() *Process {
 	return p
 }
 
-// fileName is gompi-<framework>-<component>.
-var fileName = regexp.MustCompile(`^gompi-([a-z][a-z0-9]*)-([a-z][a-z0-9_]*)$`)
+// fileName is gompi-<framework>-<component>. Compiled when first used:
+// every gompi program links this package, few name a plugin, and start-up
+// pays for every package's initialisation.
+var fileName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^gompi-([a-z][a-z0-9]*)-([a-z][a-z0-9_]*)$`)
+})
 
 // load is the catalogue's plugin loader: it finds the candidates in dirs,
 // describes them in parallel (each in a process started and stopped for
@@ -113,7 +109,7 @@ func load(cat *mca.Catalog, dirs []string, timeout time.Duration, log hclog.Logg
 				continue
 			}
 			path := filepath.Join(dir, ent.Name())
-			m := fileName.FindStringSubmatch(ent.Name())
+			m := fileName().FindStringSubmatch(ent.Name())
 			if m == nil {
 				skip(path, "its name is not gompi-<framework>-<component> (lower case letters, digits, and '_' in the component)")
 				continue
@@ -212,25 +208,12 @@ func describe(path, framework, name string, api int, timeout time.Duration, log 
 	return d, p, nil
 }
 
-// Process is a running plugin, spoken to through go-plugin.
-type Process struct {
-	path    string
-	timeout time.Duration
-	client  *plugin.Client
-	rpc     *rpcClient
-	stderr  *tail
-	lines   [2]*stderrLog // the pipe's and the gRPC stream's, feeding stderr
-
-	mu     sync.Mutex
-	broken error // set when a call failed: the process is gone or stopped
-}
-
 // Start starts the plugin for instance b and opens it with b's values of
 // its parameters.
 func (h *Handle) Start(b *mca.Base) (*Process, error) {
 	timeout := time.Duration(b.Lookup(mca.PluginTimeoutName).Int()) * time.Second
 	p := h.takeSpare()
-	if p != nil && p.client.Exited() {
+	if p != nil && p.Exited() {
 		p.Stop()
 		p = nil
 	}
@@ -243,7 +226,7 @@ func (h *Handle) Start(b *mca.Base) (*Process, error) {
 			return nil, err
 		}
 	}
-	req := openRequest{Params: map[string]string{}}
+	req := OpenRequest{Params: map[string]string{}}
 	for _, d := range h.Desc.Params {
 		req.Params[d.Name] = b.Lookup(d.Name).String()
 	}
@@ -253,85 +236,6 @@ func (h *Handle) Start(b *mca.Base) (*Process, error) {
 		return nil, err
 	}
 	return p, nil
-}
-
-func start(path, framework string, api int, timeout time.Duration, log hclog.Logger) (*Process, error) {
-	cmd := exec.Command(path)
-	// The kernel kills the plugin when its host dies (even by kill -9); the
-	// guest also watches its parent, for the case where the forking thread
-	// ends first.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	errTail := &tail{}
-	// gompi reads the plugin's stderr itself (stderrLog), under the logger
-	// name go-plugin would give it.
-	errLog := log.Named(filepath.Base(path))
-	lines := [2]*stderrLog{{log: errLog, tail: errTail}, {log: errLog, tail: errTail}}
-	client := plugin.NewClient(&plugin.ClientConfig{
-		HandshakeConfig:  cookie,
-		VersionedPlugins: map[int]plugin.PluginSet{api: {pluginName: &grpcPlugin{}}},
-		Cmd:              cmd,
-		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
-		Logger:           quietLogger{Logger: log},
-		StartTimeout:     timeout,
-		Stderr:           lines[0],
-		// After the handshake a Go plugin's writes to os.Stderr come over
-		// the connection (a panic's still come through the pipe).
-		SyncStderr: lines[1],
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(MaxMessage), grpc.MaxCallSendMsgSize(MaxMessage))},
-	})
-	fail := func(err error) (*Process, error) {
-		client.Kill()
-		lines[0].Flush()
-		lines[1].Flush()
-		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "%s", startFailure(err, errTail.String(), framework, api, timeout))
-	}
-	proto, err := client.Client()
-	if err != nil {
-		return fail(err)
-	}
-	raw, err := proto.Dispense(pluginName)
-	if err != nil {
-		return fail(err)
-	}
-	rc, ok := raw.(*rpcClient)
-	if !ok {
-		return fail(fmt.Errorf("dispensed %T", raw))
-	}
-	return &Process{path: path, timeout: timeout, client: client, rpc: rc, stderr: errTail, lines: lines}, nil
-}
-
-var apiMismatch = regexp.MustCompile(`Plugin version: (\d+)`)
-
-// startFailure turns go-plugin's start-up errors, which have no types, into
-// the reason a user can act on.
-func startFailure(err error, stderr, framework string, api int, timeout time.Duration) string {
-	msg := err.Error()
-	first, _, _ := strings.Cut(msg, "\n")
-	switch {
-	case strings.Contains(stderr, "This binary is a plugin"):
-		return "it refused the handshake cookie: it is a go-plugin binary, but not built with gompi's plugin SDK (mca/plugin)"
-	case strings.Contains(msg, "incompatible API version"):
-		got := "another"
-		if m := apiMismatch.FindStringSubmatch(msg); m != nil {
-			got = m[1]
-		}
-		return fmt.Sprintf("built for %s API %s.x, but this gompi has %s API %d.x (major versions must match)", framework, got, framework, api)
-	case strings.Contains(msg, "timeout while waiting for plugin to start"):
-		return fmt.Sprintf("it did not start within %v (%s)", timeout, mca.PluginTimeoutName) + stderrNote(stderr)
-	case strings.Contains(msg, "plugin exited before we could connect"):
-		return "it exited during start-up" + stderrNote(stderr)
-	case strings.Contains(msg, "Unrecognized remote plugin message"):
-		line := strings.TrimSpace(strings.TrimPrefix(first, "Unrecognized remote plugin message:"))
-		if line == "" {
-			if note := stderrNote(stderr); note != "" {
-				return "it exited during start-up, before the go-plugin handshake" + note
-			}
-			return "not a plugin: it printed no go-plugin handshake"
-		}
-		return fmt.Sprintf("not a plugin: its first line of output, %q, is not a go-plugin handshake", line)
-	}
-	return "it could not be started: " + first + stderrNote(stderr)
 }
 
 // stderrNote is what the plugin wrote to stderr that says why it failed:
@@ -359,112 +263,6 @@ func stderrNote(stderr string) string {
 		keep = keep[len(keep)-3:]
 	}
 	return "; its stderr: " + strings.Join(keep, " | ")
-}
-
-// quietLogger hands go-plugin's own reports of a plugin's exit down to
-// debug: the host reports the failure itself, once, with the reason and
-// the crash's first lines.
-type quietLogger struct{ hclog.Logger }
-
-func (q quietLogger) Error(msg string, args ...any) {
-	if msg == "plugin process exited" {
-		q.Logger.Debug(msg, args...)
-		return
-	}
-	q.Logger.Error(msg, args...)
-}
-
-func (q quietLogger) Warn(msg string, args ...any) {
-	if msg == "plugin failed to exit gracefully" {
-		q.Logger.Debug(msg, args...)
-		return
-	}
-	q.Logger.Warn(msg, args...)
-}
-
-// Named is off: go-plugin reads a plugin's stderr through a named child
-// (and its stdio stream's chatter), and a logger that is off makes it copy
-// the lines without parsing them.
-func (q quietLogger) Named(string) hclog.Logger { return offLogger{hclog.NewNullLogger()} }
-
-func (q quietLogger) With(args ...any) hclog.Logger {
-	return quietLogger{Logger: q.Logger.With(args...)}
-}
-
-// Path is the plugin's executable.
-func (p *Process) Path() string { return p.path }
-
-// Query asks the plugin a framework-specific question. A plugin that does
-// not answer within mca_base_plugin_timeout, or that dies, is stopped, and
-// every later call returns the same error.
-func (p *Process) Query(req []byte) ([]byte, error) { return p.call("Query", req) }
-
-func (p *Process) call(method string, in []byte) ([]byte, error) {
-	p.mu.Lock()
-	broken := p.broken
-	p.mu.Unlock()
-	if broken != nil {
-		return nil, broken
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-	defer cancel()
-	out, err := p.rpc.call(ctx, method, in)
-	if err == nil {
-		return out, nil
-	}
-	st, _ := status.FromError(err)
-	var why string
-	switch {
-	case ctx.Err() != nil:
-		why = fmt.Sprintf("no answer to %s within %v (%s)", method, p.timeout, mca.PluginTimeoutName)
-	case st.Code() == codes.Unknown:
-		// The plugin answered with an error of its own: it is alive and
-		// may be asked again.
-		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "plugin %s: %s: %s", p.path, method, st.Message())
-	default:
-		p.waitExit(200 * time.Millisecond)
-		why = fmt.Sprintf("it failed during %s (%s)", method, st.Message())
-		if p.client.Exited() {
-			why = fmt.Sprintf("it exited during %s", method)
-		}
-	}
-	// Kill returns once go-plugin has read all of the plugin's stderr.
-	p.kill()
-	p.lines[0].Flush()
-	p.lines[1].Flush()
-	err = mpierr.Errorf(mpierr.ErrComponentNotFound, "plugin %s: %s%s; stopped it", p.path, why, stderrNote(p.stderr.String()))
-	p.mu.Lock()
-	p.broken = err
-	p.mu.Unlock()
-	return nil, err
-}
-
-func (p *Process) waitExit(d time.Duration) {
-	for end := time.Now().Add(d); !p.client.Exited() && time.Now().Before(end); {
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// kill ends a plugin that misbehaved at once, rather than through
-// go-plugin's graceful close, which waits for the hung call.
-func (p *Process) kill() {
-	if rc := p.client.ReattachConfig(); rc != nil && rc.Pid > 0 && !p.client.Exited() {
-		_ = syscall.Kill(rc.Pid, syscall.SIGKILL)
-	}
-	p.client.Kill()
-}
-
-// Stop ends the plugin: it is asked to exit and killed if it does not
-// within two seconds.
-func (p *Process) Stop() {
-	p.mu.Lock()
-	broken := p.broken
-	p.mu.Unlock()
-	if broken != nil {
-		p.kill()
-		return
-	}
-	p.client.Kill()
 }
 
 // tail keeps the last bytes written to it: a plugin's stderr, for the

@@ -1,55 +1,58 @@
-// Package plugin runs gompi components in processes of their own, over
-// hashicorp/go-plugin: the host side, which finds the executables named
+// Package plugin runs gompi components in processes of their own: the
+// host side, which finds the executables named
 // gompi-<framework>-<component> on mca_base_component_path, starts them,
-// asks them what they are and stops them; and the guest SDK (Serve), which
-// a plugin's main calls.
+// asks them what they are and stops them. The guest SDK, which a plugin's
+// main calls, is package sdk (mca/plugin/sdk): plugins are
+// hashicorp/go-plugin servers over gRPC.
 //
-// A go-plugin call costs tens of microseconds, so a plugin is consulted at
+// The host speaks that wire itself (client.go, h2.go): go-plugin's
+// handshake, and unary gRPC calls over HTTP/2 on the plugin's socket, with
+// no go-plugin, gRPC or protobuf package linked. Every gompi program links
+// this package; those packages' initialisation cost milliseconds of every
+// start and their code tripled a rank binary's size, for the rare job that
+// names a plugin.
+//
+// A call costs tens of microseconds, so a plugin is consulted at
 // set-up only: it describes itself once (name, versions, parameters), is
 // opened once per instance with that instance's parameter values, and
 // answers framework-specific queries (a coll plugin: a schedule per
 // communicator and operation) that the host caches and runs natively. The
 // framework-specific halves live with their frameworks
-// (frameworks/coll/collplugin) and plug in here with RegisterAdapter.
+// (frameworks/coll/collhost) and plug in here with RegisterAdapter.
 //
 // The wire is gRPC with a service of three methods whose messages are
 // protobuf BytesValues: Describe and Open carry JSON, Query carries the
 // framework's own encoding. plugin.proto is its schema, for plugins in
 // other languages, and docs/plugin-wire.md describes the rest (the
-// go-plugin handshake, the JSON, a coll schedule's binary form); the Go
-// side declares the same service by hand (rpc.go), so that building gompi
-// needs no code generation, and the tests check the two agree. Everything
-// the host reads from a plugin goes through a parser that returns errors
-// (and is fuzzed): its answers, and its stderr, which the host reads line
-// by line itself (stderrLog) rather than through go-plugin's parser.
+// go-plugin handshake, the JSON, a coll schedule's binary form); the tests
+// check that the host's calls, the SDK's service and the .proto agree.
+// Everything the host reads from a plugin goes through a parser that
+// returns errors (and is fuzzed): its handshake line, the HTTP/2 frames
+// and gRPC messages on its socket, its answers, and its stderr.
 package plugin
 
 import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-
-	"github.com/hashicorp/go-plugin"
+	"sync"
 
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 )
 
-// Handshake is what host and guest agree on before anything else. The
-// cookie keeps a plugin from serving when it is run by hand or by another
-// program; the protocol version is the framework's API major version, set
-// per plugin (see handshake).
-var cookie = plugin.HandshakeConfig{
-	MagicCookieKey:   "GOMPI_PLUGIN_COOKIE",
-	MagicCookieValue: "d8f1c0b2-gompi-mca-plugin-v1",
-}
+// The handshake cookie keeps a plugin from serving when it is run by hand
+// or by another program: the host sets CookieKey=CookieValue in the
+// plugin's environment. The protocol version is the framework's API major
+// version, set per plugin.
+const (
+	CookieKey   = "GOMPI_PLUGIN_COOKIE"
+	CookieValue = "d8f1c0b2-gompi-mca-plugin-v1"
+)
 
-// pluginName is the name under which the one plugin of every gompi plugin
-// binary is dispensed.
-const pluginName = "component"
-
-const serviceName = "gompi.plugin.v1.Component"
+// ServiceName is the gRPC service of plugin.proto.
+const ServiceName = "gompi.plugin.v1.Component"
 
 // MaxMessage bounds every message between host and plugin, both ways: a
 // schedule for thousands of ranks fits; a runaway plugin does not exhaust
@@ -96,8 +99,9 @@ func (d *Description) Info() mca.Info {
 var (
 	typeByName = map[string]params.Type{"bool": params.Bool, "int": params.Int, "uint": params.Uint,
 		"size": params.Size, "string": params.String, "enum": params.Enum, "list": params.List}
-	componentNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
-	paramNameRE     = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	// nameRE is a component's or a parameter's name; compiled when first
+	// used (see fileName).
+	nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z][a-z0-9_]*$`) })
 )
 
 // Limits on a description, so that a broken plugin cannot flood the host.
@@ -137,7 +141,7 @@ func ParseDescription(b []byte, framework, name string) (*Description, error) {
 	switch {
 	case d.Framework != framework || d.Name != name:
 		return bad("it calls itself %s/%s, but its file name says %s/%s", d.Framework, d.Name, framework, name)
-	case !componentNameRE.MatchString(d.Name) || d.Name == "base" || d.Name == "all":
+	case !nameRE().MatchString(d.Name) || d.Name == "base" || d.Name == "all":
 		return bad("component name %q: lower case letters, digits and '_', not base or all", d.Name)
 	case len(d.Params) > maxParams:
 		return bad("%d parameters: accepted: at most %d", len(d.Params), maxParams)
@@ -150,7 +154,7 @@ func ParseDescription(b []byte, framework, name string) (*Description, error) {
 		}
 		t, ok := typeByName[p.Type]
 		switch {
-		case !paramNameRE.MatchString(p.Name) || len(p.Name) <= len(prefix) || p.Name[:len(prefix)] != prefix:
+		case !nameRE().MatchString(p.Name) || len(p.Name) <= len(prefix) || p.Name[:len(prefix)] != prefix:
 			return at("a name is lower case letters, digits and '_' starting with %q", prefix)
 		case seen[p.Name]:
 			return at("declared twice, or the reserved priority parameter")
@@ -179,9 +183,9 @@ func ParseDescription(b []byte, framework, name string) (*Description, error) {
 	return &d, nil
 }
 
-// openRequest is what Open carries: the instance's values of the plugin's
+// OpenRequest is what Open carries: the instance's values of the plugin's
 // parameters, as text.
-type openRequest struct {
+type OpenRequest struct {
 	Params map[string]string `json:"params"`
 }
 

@@ -12,12 +12,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// A plugin's stderr is outside input, read by gompi rather than by
-// go-plugin: go-plugin v1.8.0 parses each line as hclog JSON and panics,
+// A plugin's stderr is outside input, read by gompi's own parser:
+// go-plugin v1.8.0's client parses each line as hclog JSON and panics,
 // taking the host down, when @message, @level or @timestamp is not a string
-// (hashicorp/go-plugin#38). The host therefore hands go-plugin a logger
-// that is off for stderr, so that it only copies the raw lines to
-// ClientConfig.Stderr, and reads them here.
+// (hashicorp/go-plugin#38). The host reads the pipe and go-plugin's stdio
+// stream itself (client.go) and cuts them into lines here.
 
 // maxStderrLine is the longest stderr line kept whole (go-plugin's own
 // read buffer); the rest of a longer line is dropped and counted.
@@ -56,9 +55,8 @@ func (s *stderrLog) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-// Flush emits the last line when it has no newline yet: go-plugin ends
-// what it copies from the pipe with one, but the gRPC stream of a plugin's
-// later writes may stop mid-line.
+// Flush emits the last line when it has no newline yet: a plugin's pipe or
+// its stdio stream may stop mid-line.
 func (s *stderrLog) Flush() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -165,9 +163,3 @@ func parseJSONLine(line string) (hclog.Level, string, []any, bool) {
 	}
 	return level, msg, args, true
 }
-
-// offLogger is what go-plugin logs a plugin's stderr through: its level is
-// Off, so go-plugin copies the lines to ClientConfig.Stderr and parses none.
-type offLogger struct{ hclog.Logger }
-
-func (offLogger) GetLevel() hclog.Level { return hclog.Off }

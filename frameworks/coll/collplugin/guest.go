@@ -1,3 +1,7 @@
+// Package collplugin is the SDK of coll plugins: Serve, which a coll
+// plugin's main calls. It links go-plugin and gRPC, so gompi programs do
+// not import it; their side of a plugin is package collhost, which
+// components/builtin imports.
 package collplugin
 
 import (
@@ -6,9 +10,10 @@ import (
 	"fmt"
 
 	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/collhost"
 	"github.com/gompi/gompi/frameworks/coll/schedule"
 	"github.com/gompi/gompi/mca"
-	"github.com/gompi/gompi/mca/plugin"
+	"github.com/gompi/gompi/mca/plugin/sdk"
 	"github.com/gompi/gompi/params"
 )
 
@@ -37,7 +42,7 @@ type Guest struct {
 
 // Serve runs the coll plugin; call it from main. It does not return.
 func Serve(g Guest) {
-	plugin.Serve(plugin.Guest{
+	sdk.Serve(sdk.Guest{
 		Info:   mca.Info{Framework: "coll", Name: g.Name, Version: g.Version, API: coll.Framework.API, Priority: g.Priority},
 		Params: g.Params,
 		Query: func(_ context.Context, values map[string]string, in []byte) ([]byte, error) {
@@ -47,11 +52,11 @@ func Serve(g Guest) {
 }
 
 func (g Guest) answer(values map[string]string, in []byte) ([]byte, error) {
-	var req request
+	var req collhost.Request
 	if err := json.Unmarshal(in, &req); err != nil {
 		return nil, fmt.Errorf("coll query: %w", err)
 	}
-	r := reply{Schedules: map[string][]byte{}}
+	r := collhost.Reply{Schedules: map[string][]byte{}}
 	for _, op := range g.Ops {
 		s, err := g.Schedule(op, req.Size, req.Rank, values)
 		if err != nil {

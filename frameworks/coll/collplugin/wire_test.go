@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/coll/collhost"
 	"github.com/gompi/gompi/frameworks/coll/schedule"
 	"github.com/gompi/gompi/mpierr"
 )
@@ -23,7 +24,7 @@ func dissemination(size, rank int) *schedule.Schedule {
 }
 
 func barrierReply(t testing.TB, size, rank int) []byte {
-	b, err := json.Marshal(reply{Schedules: map[string][]byte{"barrier": dissemination(size, rank).Encode()}})
+	b, err := json.Marshal(collhost.Reply{Schedules: map[string][]byte{"barrier": dissemination(size, rank).Encode()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +39,12 @@ func TestGuestAnswerParses(t *testing.T) {
 		}
 		return &schedule.Schedule{Op: op, Size: size, Rank: rank, Parts: 1, Rounds: [][]schedule.Step{{{Kind: schedule.Send, Peer: (rank + 1) % size}, {Kind: schedule.Recv, Peer: (rank + size - 1) % size}}}}, nil
 	}}
-	req, _ := json.Marshal(request{Size: 3, Rank: 2})
+	req, _ := json.Marshal(collhost.Request{Size: 3, Rank: 2})
 	b, err := g.answer(nil, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, _, err := parseReply(b, 3, 2)
+	got, _, err := collhost.ParseReply(b, 3, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +56,7 @@ func TestGuestAnswerParses(t *testing.T) {
 // A reply the host cannot use is an ErrArg error that says why; it never
 // reaches the run.
 func TestParseReplyRefuses(t *testing.T) {
-	if _, _, err := parseReply(barrierReply(t, 4, 1), 4, 1); err != nil {
+	if _, _, err := collhost.ParseReply(barrierReply(t, 4, 1), 4, 1); err != nil {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
@@ -70,7 +71,7 @@ func TestParseReplyRefuses(t *testing.T) {
 		// A bcast written for root 0 would be run for every root.
 		"a rooted operation": {rootedReply(t), "schedule for bcast, rank 1 of 4: gompi runs no schedule for bcast: its calls differ by root"},
 	} {
-		if _, _, err := parseReply(c.reply, 4, 1); !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), c.says) {
+		if _, _, err := collhost.ParseReply(c.reply, 4, 1); !errors.Is(err, mpierr.ErrArg) || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want ErrArg saying %q", name, err, c.says)
 		}
 	}
@@ -80,7 +81,7 @@ func TestParseReplyRefuses(t *testing.T) {
 // of 4: it receives from rank 0.
 func rootedReply(t testing.TB) []byte {
 	bcast := &schedule.Schedule{Op: coll.Bcast, Size: 4, Rank: 1, Parts: 1, Rounds: [][]schedule.Step{{{Kind: schedule.Recv, Peer: 0, Dst: schedule.Output, First: 0, End: 1}}}}
-	b, err := json.Marshal(reply{Schedules: map[string][]byte{"barrier": dissemination(4, 1).Encode(), "bcast": bcast.Encode()}})
+	b, err := json.Marshal(collhost.Reply{Schedules: map[string][]byte{"barrier": dissemination(4, 1).Encode(), "bcast": bcast.Encode()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func FuzzParseReply(f *testing.F) {
 	f.Add(barrierReply(f, 4, 1))
 	f.Add([]byte(`{"declined":"no"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _ = parseReply(b, 4, 1)
+		_, _, _ = collhost.ParseReply(b, 4, 1)
 	})
 }
 
@@ -104,7 +105,7 @@ func TestWireDocQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	req, _ := json.Marshal(request{Size: 4, Rank: 1})
+	req, _ := json.Marshal(collhost.Request{Size: 4, Rank: 1})
 	g := Guest{Ops: []coll.Op{coll.Barrier}, Schedule: func(op coll.Op, size, rank int, _ map[string]string) (*schedule.Schedule, error) {
 		return dissemination(size, rank), nil
 	}}

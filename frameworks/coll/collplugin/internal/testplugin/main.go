@@ -37,7 +37,7 @@ import (
 	"github.com/gompi/gompi/frameworks/coll/collplugin"
 	"github.com/gompi/gompi/frameworks/coll/schedule"
 	"github.com/gompi/gompi/mca"
-	"github.com/gompi/gompi/mca/plugin"
+	"github.com/gompi/gompi/mca/plugin/sdk"
 )
 
 func main() {
@@ -65,7 +65,7 @@ func main() {
 		})
 		return
 	case "wrongapi":
-		plugin.Serve(plugin.Guest{Info: mca.Info{Framework: "coll", Name: name, Version: mca.Version{Major: 1}, API: mca.Version{Major: 99}}})
+		sdk.Serve(sdk.Guest{Info: mca.Info{Framework: "coll", Name: name, Version: mca.Version{Major: 1}, API: mca.Version{Major: 99}}})
 		return
 	case "crashquery":
 		sched = func(coll.Op, int, int, map[string]string) (*schedule.Schedule, error) {

@@ -1,4 +1,4 @@
-package collplugin
+package collhost
 
 import (
 	"encoding/json"
@@ -115,12 +115,12 @@ func (c *component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 }
 
 func ask(p *plugin.Process, size, rank int) (*answer, error) {
-	req, _ := json.Marshal(request{Size: size, Rank: rank})
+	req, _ := json.Marshal(Request{Size: size, Rank: rank})
 	b, err := p.Query(req)
 	if err != nil {
 		return nil, err
 	}
-	scheds, declined, err := parseReply(b, size, rank)
+	scheds, declined, err := ParseReply(b, size, rank)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", p.Path(), err)
 	}

@@ -1,10 +1,11 @@
-// Package collplugin is the coll framework's half of plugin components: the
-// host-side component that stands for a coll plugin (it asks the plugin for
-// a schedule per communicator, validates it, caches it and runs it
-// natively), and Serve, which a coll plugin's main calls.
-//
-// Importing it (components/builtin does) makes coll plugins loadable.
-package collplugin
+// Package collhost is the coll framework's host side of plugin
+// components: the component that stands for a coll plugin (it asks the
+// plugin for a schedule per communicator, validates it, caches it and runs
+// it natively), and the wire both sides share. Importing it
+// (components/builtin does) makes coll plugins loadable; it links no
+// go-plugin, gRPC or protobuf code. A coll plugin's main calls
+// collplugin.Serve.
+package collhost
 
 import (
 	"encoding/json"
@@ -17,15 +18,15 @@ import (
 	"github.com/gompi/gompi/mpierr"
 )
 
-// request is the host's question: the communicator a rank is setting up.
-type request struct {
+// Request is the host's question: the communicator a rank is setting up.
+type Request struct {
 	Size int `json:"size"`
 	Rank int `json:"rank"`
 }
 
-// reply is the plugin's answer: the operations it fills, each with its
+// Reply is the plugin's answer: the operations it fills, each with its
 // schedule in wire form; Declined says why when it fills none.
-type reply struct {
+type Reply struct {
 	Schedules map[string][]byte `json:"schedules,omitempty"`
 	Declined  string            `json:"declined,omitempty"`
 }
@@ -38,13 +39,13 @@ var opByName = func() map[string]coll.Op {
 	return m
 }()
 
-// parseReply reads a plugin's answer for rank of size and validates every
+// ParseReply reads a plugin's answer for rank of size and validates every
 // schedule in it: a schedule for an operation that schedules cannot
 // implement (schedule.Fillable: one that depends on a call's root, counts
 // or displacements) refuses the reply, as a schedule that does not
 // validate does. It never panics, whatever the bytes.
-func parseReply(b []byte, size, rank int) (map[coll.Op]*schedule.Schedule, string, error) {
-	var r reply
+func ParseReply(b []byte, size, rank int) (map[coll.Op]*schedule.Schedule, string, error) {
+	var r Reply
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, "", mpierr.Errorf(mpierr.ErrArg, "coll plugin reply: not JSON: %v", err)
 	}

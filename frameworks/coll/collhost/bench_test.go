@@ -1,4 +1,4 @@
-package collplugin
+package collhost
 
 import (
 	"os"
@@ -33,7 +33,7 @@ var _ coll.Comm = shape{}
 // catalogue and opens it for a new Base.
 func openPlugin(b *testing.B) (*mca.Base, *component) {
 	dir := b.TempDir()
-	testutil.Install(b, "./internal/testplugin", filepath.Join(dir, "gompi-coll-good"))
+	testutil.Install(b, "../collplugin/internal/testplugin", filepath.Join(dir, "gompi-coll-good"))
 	base, err := mca.NewBase(mca.Options{Rank: -1, Output: os.Stderr, Sources: params.Sources{
 		CommandLine: []params.Setting{{Name: mca.ComponentPathName, Value: dir}},
 		Env:         []string{"OMPI_MCA_mca_base_param_files=none"}}})

@@ -1,4 +1,10 @@
-package plugin
+// Package sdk is the guest side of gompi's plugins: Serve, which a
+// plugin's main calls. It serves the plugin over hashicorp/go-plugin and
+// gRPC, which the host (package plugin, linked into every gompi program)
+// speaks without linking them; this package is for plugin binaries only.
+// A framework wraps it for its plugins (collplugin.Serve), so a plugin
+// author rarely calls it directly.
+package sdk
 
 import (
 	"context"
@@ -9,10 +15,11 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
 	"github.com/gompi/gompi/mca"
+	"github.com/gompi/gompi/mca/plugin"
 	"github.com/gompi/gompi/params"
 )
 
@@ -45,13 +52,15 @@ func Serve(g Guest) {
 		log = hclog.New(&hclog.LoggerOptions{Output: os.Stderr, JSONFormat: true, Level: hclog.Trace})
 	}
 	go watchParent(log)
-	hs := cookie
-	hs.ProtocolVersion = uint(g.Info.API.Major)
-	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig: hs,
-		Plugins:         plugin.PluginSet{pluginName: &grpcPlugin{impl: &guestService{g: g, log: log}}},
+	goplugin.Serve(&goplugin.ServeConfig{
+		HandshakeConfig: goplugin.HandshakeConfig{
+			ProtocolVersion:  uint(g.Info.API.Major),
+			MagicCookieKey:   plugin.CookieKey,
+			MagicCookieValue: plugin.CookieValue,
+		},
+		Plugins: goplugin.PluginSet{pluginName: &grpcPlugin{impl: &guestService{g: g, log: log}}},
 		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
-			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(MaxMessage), grpc.MaxSendMsgSize(MaxMessage))...)
+			return grpc.NewServer(append(opts, grpc.MaxRecvMsgSize(plugin.MaxMessage), grpc.MaxSendMsgSize(plugin.MaxMessage))...)
 		},
 		Logger: log,
 	})
@@ -81,15 +90,15 @@ type guestService struct {
 
 func (s *guestService) Describe(context.Context, []byte) ([]byte, error) {
 	i := s.g.Info
-	d := Description{
+	d := plugin.Description{
 		Framework: i.Framework, Name: i.Name, Priority: i.Priority,
 		Version: [3]int{i.Version.Major, i.Version.Minor, i.Version.Patch},
 		API:     [3]int{i.API.Major, i.API.Minor, i.API.Patch},
 	}
 	for _, p := range s.g.Params {
-		spec := ParamSpec{Name: p.Name, Type: p.Type.String(), Default: p.Default, Help: p.Help, Level: p.Level}
+		spec := plugin.ParamSpec{Name: p.Name, Type: p.Type.String(), Default: p.Default, Help: p.Help, Level: p.Level}
 		for _, v := range p.Values {
-			spec.Values = append(spec.Values, EnumSpec{Value: v.Value, Name: v.Name})
+			spec.Values = append(spec.Values, plugin.EnumSpec{Value: v.Value, Name: v.Name})
 		}
 		if p.Range != nil {
 			spec.Range = &[2]int64{p.Range.Min, p.Range.Max}
@@ -100,7 +109,7 @@ func (s *guestService) Describe(context.Context, []byte) ([]byte, error) {
 }
 
 func (s *guestService) Open(_ context.Context, in []byte) ([]byte, error) {
-	var req openRequest
+	var req plugin.OpenRequest
 	if err := json.Unmarshal(in, &req); err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}

@@ -1,12 +1,20 @@
-package plugin
+package sdk
 
 import (
 	"context"
+	"errors"
 
-	"github.com/hashicorp/go-plugin"
+	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/gompi/gompi/mca/plugin"
 )
+
+// pluginName is the name under which the one plugin of every gompi plugin
+// binary is registered with go-plugin (a name of go-plugin's API, not of
+// the wire).
+const pluginName = "component"
 
 // service is what a guest serves: three calls of bytes in, bytes out.
 type service interface {
@@ -34,7 +42,7 @@ func method(name string, call func(s service, ctx context.Context, in []byte) ([
 			if icpt == nil {
 				return run(ctx, in)
 			}
-			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + serviceName + "/" + name}, run)
+			return icpt(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: "/" + plugin.ServiceName + "/" + name}, run)
 		},
 	}
 }
@@ -44,7 +52,7 @@ func method(name string, call func(s service, ctx context.Context, in []byte) ([
 // compile plugin.proto and check that the two agree. Metadata names the
 // .proto as generated code would.
 var serviceDesc = grpc.ServiceDesc{
-	ServiceName: serviceName,
+	ServiceName: plugin.ServiceName,
 	HandlerType: (*service)(nil),
 	Methods: []grpc.MethodDesc{
 		method("Describe", service.Describe),
@@ -54,29 +62,19 @@ var serviceDesc = grpc.ServiceDesc{
 	Metadata: "mca/plugin/plugin.proto",
 }
 
-// rpcClient calls a guest's service.
-type rpcClient struct{ cc *grpc.ClientConn }
-
-func (c *rpcClient) call(ctx context.Context, name string, in []byte) ([]byte, error) {
-	out := new(wrapperspb.BytesValue)
-	if err := c.cc.Invoke(ctx, "/"+serviceName+"/"+name, wrapperspb.Bytes(in), out); err != nil {
-		return nil, err
-	}
-	return out.GetValue(), nil
-}
-
-// grpcPlugin is the go-plugin glue on both sides: the guest registers its
-// service, the host gets an rpcClient.
+// grpcPlugin is the go-plugin glue: the guest registers its service. (The
+// host does not use go-plugin: package plugin speaks the wire itself.)
 type grpcPlugin struct {
-	plugin.NetRPCUnsupportedPlugin
+	goplugin.NetRPCUnsupportedPlugin
 	impl service // guest side only
 }
 
-func (p *grpcPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
+func (p *grpcPlugin) GRPCServer(_ *goplugin.GRPCBroker, s *grpc.Server) error {
 	s.RegisterService(&serviceDesc, p.impl)
 	return nil
 }
 
-func (p *grpcPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.ClientConn) (any, error) {
-	return &rpcClient{cc: cc}, nil
+// GRPCClient is go-plugin's host side, which gompi does not use.
+func (p *grpcPlugin) GRPCClient(context.Context, *goplugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errors.New("gompi's host does not use go-plugin's client")
 }
