@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/internal/stamp"
 	"github.com/gompi/gompi/rte/pmi"
 )
 
@@ -130,6 +131,7 @@ func (j *job) run() int {
 		j.logf("%v", err)
 		return 1
 	}
+	stamp.Mark("watchdog started")
 	if err := j.startServer(); err != nil {
 		j.logf("%v", err)
 		j.finishWatchdog()
@@ -145,11 +147,15 @@ func (j *job) run() int {
 		return 1
 	}
 	j.feedStdin(stdin0)
+	stamp.Mark("ranks started")
 
 	own, recoveryStatus := j.supervise(sigs)
+	stamp.Mark("ranks reaped")
 	j.drain(&outputs)
+	stamp.Mark("drained")
 	status := j.reportFailures(own, recoveryStatus)
 	j.tearDown()
+	stamp.Mark("torn down")
 	if j.o.reportModex {
 		j.reportModex()
 	}

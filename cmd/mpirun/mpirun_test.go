@@ -194,6 +194,42 @@ func TestFailures(t *testing.T) {
 	}
 }
 
+// TestStartupStamps: GOMPI_STARTUP_TRACE=1 makes mpirun, its watchdog and
+// every rank stamp their start-up and end on standard error, on one clock
+// counted from GOMPI_STARTUP_T0 (bench/startup.sh reads them); unset, none
+// is printed.
+func TestStartupStamps(t *testing.T) {
+	t0 := time.Now()
+	j := startJob(t, nil, []string{"GOMPI_STARTUP_TRACE=1"}, "-np", "2", bin.hello)
+	j.Wait(t, 30*time.Second)
+	if j.Code != 0 {
+		t.Fatalf("status %d: %s", j.Code, j.Stderr)
+	}
+	line := regexp.MustCompile(`(?m)^gompi-startup (\d+\.\d{3}) (\S+) \d+ (.+)$`)
+	seen := map[string]bool{}
+	for _, m := range line.FindAllStringSubmatch(j.Stderr.String(), -1) {
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		if d := time.Since(t0); ms < 0 || ms > float64(d.Milliseconds())+1 {
+			t.Errorf("stamp %q at %v ms: not within the job's %v", m[0], ms, d)
+		}
+		seen[m[2]+": "+m[3]] = true
+	}
+	for _, want := range []string{
+		"mpirun: main entered", "mpirun: rank 1 spawned", "mpirun: exit", "watchdog: watchdog up",
+		"rank0: init: entered", "rank1: init: llp selected; modex start", "rank1: init: modex end",
+		"rank0: finalize: done",
+	} {
+		if !seen[want] {
+			t.Errorf("no stamp %q:\n%s", want, j.Stderr)
+		}
+	}
+
+	j = runJob(t, "-np", "2", bin.hello)
+	if strings.Contains(j.Stderr.String(), "gompi-startup") {
+		t.Errorf("stamps without GOMPI_STARTUP_TRACE:\n%s", j.Stderr)
+	}
+}
+
 func TestParametersAndEnvironment(t *testing.T) {
 	j := runJob(t, "-np", "2", "--tag-output",
 		"--mca", "btl_base_verbose", "5", "-x", "GOMPI_TEST_FOO=bar", "-x", "OMPI_MCA_pml_base_verbose=7",

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gompi/gompi/internal/stamp"
 )
 
 // The watchdog is mpirun's insurance against its own sudden death: a second
@@ -66,6 +68,10 @@ func (j *job) spawnWatchdogLocked() error {
 	// argv[0] is what ps shows: the watchdog is not one more rank.
 	cmd := &exec.Cmd{Path: self, Args: []string{fmt.Sprintf("mpirun [watchdog of %d]", os.Getpid())}}
 	cmd.Env = []string{watchdogEnv + "=1"}
+	if stamp.On() {
+		cmd.Env = append(cmd.Env, stamp.Env+"=1", stamp.T0Env+"="+strconv.FormatInt(stamp.Origin(), 10), stamp.WhoEnv+"=watchdog")
+		cmd.Stderr = os.Stderr
+	}
 	cmd.Stdin = r
 	// Its own session: a ^C meant for mpirun's terminal does not reach it,
 	// and it holds none of mpirun's output.
@@ -145,6 +151,7 @@ func (j *job) finishWatchdog() {
 
 // watchdog runs in the watchdog process.
 func watchdog(lifeline io.Reader) int {
+	stamp.Mark("watchdog up")
 	// The main thread's name, which ps -o comm and top show (argv[0] is
 	// for ps -f). Best effort: without it the watchdog still works.
 	os.WriteFile("/proc/self/comm", []byte(watchdogComm), 0)
