@@ -91,6 +91,9 @@ type job struct {
 	wdMu sync.Mutex
 	wd   watchdogState
 
+	// killed are the groups drain sent SIGKILL, whose dead tearDown reaps.
+	killed []int
+
 	modexMu        sync.Mutex
 	modexPuts      map[string]string
 	modexLineBytes map[string]int64
@@ -171,7 +174,7 @@ func (j *job) run() int {
 func (j *job) tearDown() {
 	j.srv.Shutdown()
 	j.finishWatchdog()
-	reapOrphans(200 * time.Millisecond)
+	reapOrphans(j.killed, 200*time.Millisecond)
 	// Shared-memory segments are unlinked as soon as every peer has mapped
 	// them; a rank that died before that leaves one behind, so remove what
 	// is left of the job's.

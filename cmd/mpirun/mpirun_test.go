@@ -230,6 +230,21 @@ func TestStartupStamps(t *testing.T) {
 	}
 }
 
+// TestNormalEndEndsWhatRanksLeft: ranks that end well but leave a process
+// running in their group (a background child) do not leave it behind when
+// the job ends, and mpirun does not wait for it to end by itself.
+func TestNormalEndEndsWhatRanksLeft(t *testing.T) {
+	marker := fmt.Sprintf("GOMPI_TEST_LEFT=%d", os.Getpid())
+	j := startJob(t, nil, []string{marker}, "-np", "2", "sh", "-c", `sleep 60 & echo started $PMI_RANK`)
+	j.Wait(t, 10*time.Second)
+	if j.Code != 0 || strings.Count(j.Stdout.String(), "started") != 2 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", j.Code, j.Stdout, j.Stderr)
+	}
+	if left := marked(t, marker); len(left) != 0 {
+		t.Errorf("the ranks' background children are left: %v", left)
+	}
+}
+
 func TestParametersAndEnvironment(t *testing.T) {
 	j := runJob(t, "-np", "2", "--tag-output",
 		"--mca", "btl_base_verbose", "5", "-x", "GOMPI_TEST_FOO=bar", "-x", "OMPI_MCA_pml_base_verbose=7",
