@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -46,13 +47,12 @@ func runJob(t *testing.T, args ...string) *testutil.Proc {
 }
 
 // rankGroups returns the process groups of mpirun's ranks: its children that
-// lead their own group inside mpirun's session (the watchdog has a session
-// of its own).
+// lead their own group, but for the watchdog.
 func rankGroups(t *testing.T, mpirunPid int) []int {
 	t.Helper()
 	var groups []int
 	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Pgid == p.Pid && p.Sid != p.Pid {
+		if p.Ppid == mpirunPid && p.Pgid == p.Pid && !testutil.IsWatchdog(p.Pid) {
 			groups = append(groups, p.Pgid)
 		}
 	}
@@ -500,13 +500,12 @@ func TestUnknownParameterSuggestions(t *testing.T) {
 	}
 }
 
-// watchdogs returns the pids of mpirun's watchdogs: its children that lead
-// a session of their own.
+// watchdogs returns the pids of mpirun's live watchdogs.
 func watchdogs(t *testing.T, mpirunPid int) []int {
 	t.Helper()
 	var out []int
 	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Sid == p.Pid && p.State != 'Z' {
+		if p.Ppid == mpirunPid && p.State != 'Z' && testutil.IsWatchdog(p.Pid) {
 			out = append(out, p.Pid)
 		}
 	}
@@ -559,8 +558,26 @@ func TestWatchdogWatched(t *testing.T) {
 		}
 	}
 
+	// It runs at the lowest priority, in mpirun's session: where the kernel
+	// schedules sessions as groups, a session of its own would take half
+	// the cores from the ranks while it starts.
+	checkNiced := func(pid int) {
+		t.Helper()
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		end := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[end+1:]))
+		if len(f) < 17 || f[16] != "19" {
+			t.Errorf("watchdog %d's nice value: stat %q, want 19", pid, stat)
+		}
+		if len(f) > 3 && f[3] == strconv.Itoa(pid) {
+			t.Errorf("watchdog %d leads a session of its own", pid)
+		}
+	}
+	checkNiced(first)
+
 	syscall.Kill(first, syscall.SIGKILL)
 	second := waitWatchdog(t, j, first)
+	checkNiced(second)
 	want := fmt.Sprintf("mpirun: warning: the watchdog (pid %d) was killed by signal 9 (Killed); started a new one (pid %d)", first, second)
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(j.Stderr.String(), want) {

@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gompi/gompi/internal/stamp"
 )
@@ -33,6 +36,13 @@ const watchdogEnv = "GOMPI_MPIRUN_WATCHDOG"
 // watchdogComm is the watchdog's short name (/proc/<pid>/comm, ps -o comm,
 // top): at most 15 bytes.
 const watchdogComm = "mpirun-watchdog"
+
+// watchdogNice is the watchdog's nice value, the lowest priority: it must
+// be there (forked before the first rank) but has nothing urgent to do, and
+// its start (a Go runtime's) would otherwise take the cores from the ranks
+// starting beside it. After mpirun's death it still runs at once wherever
+// the ranks wait, and within the scheduler's period wherever they spin.
+const watchdogNice = 19
 
 // maxWatchdogRestarts bounds how many times one job replaces its watchdog,
 // so that a watchdog that cannot live does not make mpirun spin.
@@ -73,10 +83,13 @@ func (j *job) spawnWatchdogLocked() error {
 		cmd.Stderr = os.Stderr
 	}
 	cmd.Stdin = r
-	// Its own session: a ^C meant for mpirun's terminal does not reach it,
-	// and it holds none of mpirun's output.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
+	// Its own process group: a ^C meant for mpirun's terminal does not
+	// reach it (it holds none of mpirun's output either). Not its own
+	// session: where the kernel groups scheduling by session (autogroup),
+	// a new session would weigh as much as the whole job and take half the
+	// cores from the ranks starting beside it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = startNiced(cmd, watchdogNice)
 	r.Close()
 	if err != nil {
 		w.Close()
@@ -173,4 +186,20 @@ func watchdog(lifeline io.Reader) int {
 		syscall.Kill(-g, syscall.SIGKILL)
 	}
 	return 0
+}
+
+// startNiced starts cmd with the given nice value from its first
+// instruction: from a thread of its own given that value, which the child
+// inherits (a nice set after Start would miss the threads its runtime made
+// meanwhile). The thread's value is changed for good, so it stays locked
+// and ends with its goroutine.
+func startNiced(cmd *exec.Cmd, nice int) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Best effort: a watchdog at the normal priority still works.
+		unix.Setpriority(unix.PRIO_PROCESS, 0, nice) // 0: this thread, on Linux
+		done <- cmd.Start()
+	}()
+	return <-done
 }
