@@ -25,6 +25,7 @@ import (
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/frameworks/pml"
+	"github.com/gompi/gompi/internal/stamp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -109,6 +110,7 @@ func Init() (*Instance, error) { return InitWith(Options{}) }
 
 // InitWith starts an instance with explicit options.
 func InitWith(o Options) (*Instance, error) {
+	stamp.Mark("init: entered")
 	env := o.Env
 	if env == nil {
 		env = os.Environ()
@@ -128,6 +130,7 @@ func InitWith(o Options) (*Instance, error) {
 		return nil, fmt.Errorf("mpi: Init: %w", err)
 	}
 	inst.rt = rt
+	stamp.Mark("init: rte started")
 	job := rt.Job()
 	base, err := mca.NewBase(mca.Options{
 		Catalog: o.Catalog, Output: out, Rank: job.Rank, Reporter: job.Rank == 0,
@@ -141,6 +144,7 @@ func InitWith(o Options) (*Instance, error) {
 		return nil, err
 	}
 	inst.base = base
+	stamp.Mark("init: parameters and components")
 	rt.SetLogger(base.Logger("rte"))
 	if err := inst.setup(); err != nil {
 		err = fmt.Errorf("mpi: Init (rank %d): %w", job.Rank, err)
@@ -148,6 +152,7 @@ func InitWith(o Options) (*Instance, error) {
 		base.Close()
 		return nil, err
 	}
+	stamp.Mark("init: done")
 	return inst, nil
 }
 
@@ -163,10 +168,12 @@ func (i *Instance) setup() error {
 	if err := i.groups.setup(i.base, i.Rank(), i.Size()); err != nil {
 		return err
 	}
+	stamp.Mark("init: groups")
 	transports, err := btl.Select(i.base, i.rt)
 	if err != nil {
 		return err
 	}
+	stamp.Mark("init: btl selected")
 	llps, err := llp.Select(i.base, i.rt)
 	if err != nil {
 		btl.FinalizeSelected(transports)
@@ -177,14 +184,18 @@ func (i *Instance) setup() error {
 	}
 	// The first fence publishes the components' business cards; it is also
 	// Init's barrier.
+	stamp.Mark("init: llp selected; modex start")
 	if err := i.rt.Modex().Fence(context.Background()); err != nil {
 		btl.FinalizeSelected(transports)
 		return i.undoSetup(err)
 	}
+	stamp.Mark("init: modex end")
 	if i.bml, err = btl.NewBML(i.base, i.rt, transports); err != nil {
 		return i.undoSetup(err) // NewBML finalized the transports
 	}
+	stamp.Mark("init: bml")
 	setupErr := i.setupComms()
+	stamp.Mark("init: pml and communicators; barrier start")
 	// No rank leaves Init before every rank has set up its transports (as
 	// Open MPI's MPI_Init ends with a barrier): a rank that returns and exits
 	// at once must not pull the ground from under a peer still adding it.
@@ -328,10 +339,12 @@ func (i *Instance) Finalize() error {
 	}
 	i.finalized = true
 	i.mu.Unlock()
+	stamp.Mark("finalize: entered; barrier start")
 	// Wait for everyone, so that no rank leaves while a peer may still need
 	// it; then finalize the communicators' collectives and the layers, top
 	// down, and say goodbye to the launcher.
 	err := i.launcherBarrier()
+	stamp.Mark("finalize: barrier end")
 	i.finalizeNBC()
 	if cerr := i.collTables.finalizeAll(); err == nil {
 		err = cerr
@@ -342,9 +355,11 @@ func (i *Instance) Finalize() error {
 	if cerr := i.base.Close(); err == nil {
 		err = cerr
 	}
+	stamp.Mark("finalize: layers closed")
 	if ferr := i.rt.Finalize(); err == nil {
 		err = ferr
 	}
+	stamp.Mark("finalize: done")
 	if err != nil {
 		return fmt.Errorf("mpi: Finalize (rank %d): %w", i.Rank(), err)
 	}

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gompi/gompi/internal/stamp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/rte/pmi"
@@ -161,6 +162,7 @@ func Start(o Options) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
+	stamp.Mark("rte: pmi connected")
 	if err := rt.identify(env); err != nil {
 		rt.pmi.Close()
 		return nil, err

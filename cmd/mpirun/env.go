@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gompi/gompi/internal/stamp"
 	"github.com/gompi/gompi/params"
 	"github.com/gompi/gompi/rte"
 	"github.com/gompi/gompi/rte/pmi"
@@ -21,7 +22,7 @@ func (j *job) rankEnv(rank int) []string {
 	drop := func(k string) bool {
 		return strings.HasPrefix(k, "PMI_") || strings.HasPrefix(k, "OMPI_COMM_WORLD_") ||
 			strings.HasPrefix(k, params.EnvSourcePrefix) || k == watchdogEnv || k == rte.OversubscribedEnv || k == JobIDEnv ||
-			k == pmi.AuthEnv || k == params.EnvPrefix+agentParam
+			k == pmi.AuthEnv || k == params.EnvPrefix+agentParam || k == stamp.WhoEnv
 	}
 	h := j.hostOf[rank]
 	remote := !j.hosts[h].local
@@ -96,6 +97,11 @@ func (j *job) rankEnv(rank int) []string {
 	}
 	if !remote {
 		put(rte.OversubscribedEnv, over)
+	}
+	if stamp.On() {
+		// The ranks' stamps count from mpirun's origin.
+		put(stamp.Env, "1")
+		put(stamp.T0Env, strconv.FormatInt(stamp.Origin(), 10))
 	}
 	out := make([]string, len(order))
 	for i, k := range order {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/internal/stamp"
 	"github.com/gompi/gompi/rte/pmi"
 )
 
@@ -90,6 +91,9 @@ type job struct {
 	wdMu sync.Mutex
 	wd   watchdogState
 
+	// killed are the groups drain sent SIGKILL, whose dead tearDown reaps.
+	killed []int
+
 	modexMu        sync.Mutex
 	modexPuts      map[string]string
 	modexLineBytes map[string]int64
@@ -130,6 +134,7 @@ func (j *job) run() int {
 		j.logf("%v", err)
 		return 1
 	}
+	stamp.Mark("watchdog started")
 	if err := j.startServer(); err != nil {
 		j.logf("%v", err)
 		j.finishWatchdog()
@@ -145,11 +150,15 @@ func (j *job) run() int {
 		return 1
 	}
 	j.feedStdin(stdin0)
+	stamp.Mark("ranks started")
 
 	own, recoveryStatus := j.supervise(sigs)
+	stamp.Mark("ranks reaped")
 	j.drain(&outputs)
+	stamp.Mark("drained")
 	status := j.reportFailures(own, recoveryStatus)
 	j.tearDown()
+	stamp.Mark("torn down")
 	if j.o.reportModex {
 		j.reportModex()
 	}
@@ -165,7 +174,7 @@ func (j *job) run() int {
 func (j *job) tearDown() {
 	j.srv.Shutdown()
 	j.finishWatchdog()
-	reapOrphans(200 * time.Millisecond)
+	reapOrphans(j.killed, 200*time.Millisecond)
 	// Shared-memory segments are unlinked as soon as every peer has mapped
 	// them; a rank that died before that leaves one behind, so remove what
 	// is left of the job's.

@@ -24,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gompi/gompi/internal/stamp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
@@ -266,7 +267,10 @@ func main() {
 	if os.Getenv(watchdogEnv) == "1" {
 		os.Exit(watchdog(os.Stdin))
 	}
-	os.Exit(run(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr))
+	stamp.Mark("main entered")
+	status := run(os.Args[1:], os.Environ(), os.Stdin, os.Stdout, os.Stderr)
+	stamp.Mark("exit")
+	os.Exit(status)
 }
 
 func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -294,5 +298,6 @@ func run(args, environ []string, stdin io.Reader, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "mpirun: %v\n", err)
 		return 1
 	}
+	stamp.Mark("job planned")
 	return j.run()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -46,13 +47,12 @@ func runJob(t *testing.T, args ...string) *testutil.Proc {
 }
 
 // rankGroups returns the process groups of mpirun's ranks: its children that
-// lead their own group inside mpirun's session (the watchdog has a session
-// of its own).
+// lead their own group, but for the watchdog.
 func rankGroups(t *testing.T, mpirunPid int) []int {
 	t.Helper()
 	var groups []int
 	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Pgid == p.Pid && p.Sid != p.Pid {
+		if p.Ppid == mpirunPid && p.Pgid == p.Pid && !testutil.IsWatchdog(p.Pid) {
 			groups = append(groups, p.Pgid)
 		}
 	}
@@ -191,6 +191,57 @@ func TestFailures(t *testing.T) {
 				t.Errorf("processes of the job left: %v", left)
 			}
 		})
+	}
+}
+
+// TestStartupStamps: GOMPI_STARTUP_TRACE=1 makes mpirun, its watchdog and
+// every rank stamp their start-up and end on standard error, on one clock
+// counted from GOMPI_STARTUP_T0 (bench/startup.sh reads them); unset, none
+// is printed.
+func TestStartupStamps(t *testing.T) {
+	t0 := time.Now()
+	j := startJob(t, nil, []string{"GOMPI_STARTUP_TRACE=1"}, "-np", "2", bin.hello)
+	j.Wait(t, 30*time.Second)
+	if j.Code != 0 {
+		t.Fatalf("status %d: %s", j.Code, j.Stderr)
+	}
+	line := regexp.MustCompile(`(?m)^gompi-startup (\d+\.\d{3}) (\S+) \d+ (.+)$`)
+	seen := map[string]bool{}
+	for _, m := range line.FindAllStringSubmatch(j.Stderr.String(), -1) {
+		ms, _ := strconv.ParseFloat(m[1], 64)
+		if d := time.Since(t0); ms < 0 || ms > float64(d.Milliseconds())+1 {
+			t.Errorf("stamp %q at %v ms: not within the job's %v", m[0], ms, d)
+		}
+		seen[m[2]+": "+m[3]] = true
+	}
+	for _, want := range []string{
+		"mpirun: main entered", "mpirun: rank 1 spawned", "mpirun: exit", "watchdog: watchdog up",
+		"rank0: init: entered", "rank1: init: llp selected; modex start", "rank1: init: modex end",
+		"rank0: finalize: done",
+	} {
+		if !seen[want] {
+			t.Errorf("no stamp %q:\n%s", want, j.Stderr)
+		}
+	}
+
+	j = runJob(t, "-np", "2", bin.hello)
+	if strings.Contains(j.Stderr.String(), "gompi-startup") {
+		t.Errorf("stamps without GOMPI_STARTUP_TRACE:\n%s", j.Stderr)
+	}
+}
+
+// TestNormalEndEndsWhatRanksLeft: ranks that end well but leave a process
+// running in their group (a background child) do not leave it behind when
+// the job ends, and mpirun does not wait for it to end by itself.
+func TestNormalEndEndsWhatRanksLeft(t *testing.T) {
+	marker := fmt.Sprintf("GOMPI_TEST_LEFT=%d", os.Getpid())
+	j := startJob(t, nil, []string{marker}, "-np", "2", "sh", "-c", `sleep 60 & echo started $PMI_RANK`)
+	j.Wait(t, 10*time.Second)
+	if j.Code != 0 || strings.Count(j.Stdout.String(), "started") != 2 {
+		t.Fatalf("status %d\nstdout:\n%s\nstderr:\n%s", j.Code, j.Stdout, j.Stderr)
+	}
+	if left := marked(t, marker); len(left) != 0 {
+		t.Errorf("the ranks' background children are left: %v", left)
 	}
 }
 
@@ -449,13 +500,12 @@ func TestUnknownParameterSuggestions(t *testing.T) {
 	}
 }
 
-// watchdogs returns the pids of mpirun's watchdogs: its children that lead
-// a session of their own.
+// watchdogs returns the pids of mpirun's live watchdogs.
 func watchdogs(t *testing.T, mpirunPid int) []int {
 	t.Helper()
 	var out []int
 	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Sid == p.Pid && p.State != 'Z' {
+		if p.Ppid == mpirunPid && p.State != 'Z' && testutil.IsWatchdog(p.Pid) {
 			out = append(out, p.Pid)
 		}
 	}
@@ -508,8 +558,26 @@ func TestWatchdogWatched(t *testing.T) {
 		}
 	}
 
+	// It runs at the lowest priority, in mpirun's session: where the kernel
+	// schedules sessions as groups, a session of its own would take half
+	// the cores from the ranks while it starts.
+	checkNiced := func(pid int) {
+		t.Helper()
+		stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		end := bytes.LastIndexByte(stat, ')')
+		f := strings.Fields(string(stat[end+1:]))
+		if len(f) < 17 || f[16] != "19" {
+			t.Errorf("watchdog %d's nice value: stat %q, want 19", pid, stat)
+		}
+		if len(f) > 3 && f[3] == strconv.Itoa(pid) {
+			t.Errorf("watchdog %d leads a session of its own", pid)
+		}
+	}
+	checkNiced(first)
+
 	syscall.Kill(first, syscall.SIGKILL)
 	second := waitWatchdog(t, j, first)
+	checkNiced(second)
 	want := fmt.Sprintf("mpirun: warning: the watchdog (pid %d) was killed by signal 9 (Killed); started a new one (pid %d)", first, second)
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(j.Stderr.String(), want) {

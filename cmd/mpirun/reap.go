@@ -35,7 +35,7 @@ func becomeSubreaper() {
 // reportFailures, whose verdict rests on those notices.
 func (j *job) drain(outputs *sync.WaitGroup) {
 	// Ranks' background children and the output they hold go too.
-	j.signalAll(syscall.SIGKILL)
+	j.killed = j.signalAll(syscall.SIGKILL)
 	outputs.Wait()
 	// The notices of lost peers that ranks sent before they ended are read
 	// (their PMI conversations are over) unless a child holds the socket.
@@ -69,10 +69,25 @@ func (j *job) groups() []int {
 		}
 	}
 	j.mu.Unlock()
-	if len(reaped) > 0 {
+	if reaped = nonEmpty(reaped); len(reaped) > 0 {
 		live = append(live, groupsWithChildren(reaped)...)
 	}
 	return live
+}
+
+// nonEmpty returns those of groups that still have a process, zombies
+// included: a signal 0 to an empty group fails with ESRCH. An id cannot be
+// taken by a new group while a process of the old one is left, so an empty
+// group needs no look at /proc, which costs milliseconds on a busy host
+// (every process's stat read) at the end of every job.
+func nonEmpty(groups []int) []int {
+	out := groups[:0:0]
+	for _, g := range groups {
+		if err := syscall.Kill(-g, 0); err != syscall.ESRCH {
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // groupsWithChildren returns those of groups that hold a child of this
@@ -115,13 +130,16 @@ func groupsWithChildren(groups []int) []int {
 	return out
 }
 
-// signalAll sends sig to every rank's process group. A rank not reaped yet
-// is marked first, so that its death by sig is known as mpirun's doing.
-func (j *job) signalAll(sig syscall.Signal) {
+// signalAll sends sig to every rank's process group, and returns the groups
+// it signalled. A rank not reaped yet is marked first, so that its death by
+// sig is known as mpirun's doing.
+func (j *job) signalAll(sig syscall.Signal) []int {
 	j.markSignalled(sig)
-	for _, p := range j.groups() {
+	gs := j.groups()
+	for _, p := range gs {
 		syscall.Kill(-p, sig)
 	}
+	return gs
 }
 
 // markSignalled records that every rank not reaped yet is being sent sig.
@@ -151,18 +169,21 @@ func (j *job) terminateAll() {
 	j.signalAll(syscall.SIGKILL)
 }
 
-// reapOrphans reaps the dead processes that ranks left behind (mpirun is
-// their subreaper), until none is left or the time is up.
-func reapOrphans(limit time.Duration) {
+// reapOrphans reaps the dead processes that ranks left behind in groups
+// (mpirun is their subreaper), until the groups are empty or the time is
+// up. It waits for nothing else: the watchdog, told that the job ended,
+// exits by itself, and its exit is no reason for mpirun to stay.
+func reapOrphans(groups []int, limit time.Duration) {
 	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		var ws syscall.WaitStatus
-		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil)
-		switch {
-		case err == syscall.ECHILD:
+	for {
+		for {
+			var ws syscall.WaitStatus
+			if pid, _ := syscall.Wait4(-1, &ws, syscall.WNOHANG, nil); pid <= 0 {
+				break
+			}
+		}
+		if groups = nonEmpty(groups); len(groups) == 0 || !time.Now().Before(deadline) {
 			return
-		case pid > 0:
-			continue
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

@@ -9,8 +9,11 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/gompi/gompi/internal/stamp"
 )
 
 // startRanks starts every rank in rank order; each one's output is
@@ -98,6 +101,9 @@ func (j *job) startRank(rank int, outputs *sync.WaitGroup) (io.WriteCloser, erro
 	j.mu.Lock()
 	rs.pid = cmd.Process.Pid
 	j.mu.Unlock()
+	if stamp.On() {
+		stamp.Mark("rank " + strconv.Itoa(rank) + " spawned")
+	}
 	j.registerGroup(rs.pid)
 
 	go func() {

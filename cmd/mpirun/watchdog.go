@@ -7,10 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gompi/gompi/internal/stamp"
 )
 
 // The watchdog is mpirun's insurance against its own sudden death: a second
@@ -31,6 +36,13 @@ const watchdogEnv = "GOMPI_MPIRUN_WATCHDOG"
 // watchdogComm is the watchdog's short name (/proc/<pid>/comm, ps -o comm,
 // top): at most 15 bytes.
 const watchdogComm = "mpirun-watchdog"
+
+// watchdogNice is the watchdog's nice value, the lowest priority: it must
+// be there (forked before the first rank) but has nothing urgent to do, and
+// its start (a Go runtime's) would otherwise take the cores from the ranks
+// starting beside it. After mpirun's death it still runs at once wherever
+// the ranks wait, and within the scheduler's period wherever they spin.
+const watchdogNice = 19
 
 // maxWatchdogRestarts bounds how many times one job replaces its watchdog,
 // so that a watchdog that cannot live does not make mpirun spin.
@@ -66,11 +78,18 @@ func (j *job) spawnWatchdogLocked() error {
 	// argv[0] is what ps shows: the watchdog is not one more rank.
 	cmd := &exec.Cmd{Path: self, Args: []string{fmt.Sprintf("mpirun [watchdog of %d]", os.Getpid())}}
 	cmd.Env = []string{watchdogEnv + "=1"}
+	if stamp.On() {
+		cmd.Env = append(cmd.Env, stamp.Env+"=1", stamp.T0Env+"="+strconv.FormatInt(stamp.Origin(), 10), stamp.WhoEnv+"=watchdog")
+		cmd.Stderr = os.Stderr
+	}
 	cmd.Stdin = r
-	// Its own session: a ^C meant for mpirun's terminal does not reach it,
-	// and it holds none of mpirun's output.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = cmd.Start()
+	// Its own process group: a ^C meant for mpirun's terminal does not
+	// reach it (it holds none of mpirun's output either). Not its own
+	// session: where the kernel groups scheduling by session (autogroup),
+	// a new session would weigh as much as the whole job and take half the
+	// cores from the ranks starting beside it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = startNiced(cmd, watchdogNice)
 	r.Close()
 	if err != nil {
 		w.Close()
@@ -145,6 +164,7 @@ func (j *job) finishWatchdog() {
 
 // watchdog runs in the watchdog process.
 func watchdog(lifeline io.Reader) int {
+	stamp.Mark("watchdog up")
 	// The main thread's name, which ps -o comm and top show (argv[0] is
 	// for ps -f). Best effort: without it the watchdog still works.
 	os.WriteFile("/proc/self/comm", []byte(watchdogComm), 0)
@@ -166,4 +186,20 @@ func watchdog(lifeline io.Reader) int {
 		syscall.Kill(-g, syscall.SIGKILL)
 	}
 	return 0
+}
+
+// startNiced starts cmd with the given nice value from its first
+// instruction: from a thread of its own given that value, which the child
+// inherits (a nice set after Start would miss the threads its runtime made
+// meanwhile). The thread's value is changed for good, so it stays locked
+// and ends with its goroutine.
+func startNiced(cmd *exec.Cmd, nice int) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// Best effort: a watchdog at the normal priority still works.
+		unix.Setpriority(unix.PRIO_PROCESS, 0, nice) // 0: this thread, on Linux
+		done <- cmd.Start()
+	}()
+	return <-done
 }

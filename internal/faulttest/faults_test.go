@@ -272,12 +272,11 @@ func killRound(t *testing.T, phase, btl string, maxDelay time.Duration, cpus []i
 }
 
 // rankGroups returns the process groups of mpirun's ranks: its children that
-// lead their own group inside mpirun's session (the watchdog has a session
-// of its own).
+// lead their own group, but for the watchdog.
 func rankGroups(t *testing.T, mpirunPid int) []int {
 	var groups []int
 	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Pgid == p.Pid && p.Sid != p.Pid {
+		if p.Ppid == mpirunPid && p.Pgid == p.Pid && !testutil.IsWatchdog(p.Pid) {
 			groups = append(groups, p.Pgid)
 		}
 	}

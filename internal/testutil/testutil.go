@@ -379,3 +379,11 @@ func (w *Window) In() <-chan struct{} { return w.in }
 // Begin lets the holder go on, a while later; End, at once.
 func (w *Window) Begin() { w.begun.Store(true) }
 func (w *Window) End()   { w.ended.Store(true) }
+
+// IsWatchdog reports whether pid is a watchdog of gompi's mpirun, by the
+// command line it shows ("mpirun [watchdog of <pid>]"): it leads a process
+// group of its own beside the ranks' groups, but is not a rank.
+func IsWatchdog(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return err == nil && strings.HasPrefix(string(b), "mpirun [watchdog of ")
+}
