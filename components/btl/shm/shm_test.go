@@ -119,7 +119,7 @@ func TestRoutes(t *testing.T) {
 		}
 		want := btl.Attributes{Name: "shm", Exclusivity: param("exclusivity"), Latency: param("latency"), Bandwidth: param("bandwidth"),
 			EagerLimit: param("eager_limit"), RndvEagerLimit: param("rndv_eager_limit"), MaxSendSize: param("max_send_size"),
-			Flags: btl.FlagGet | btl.FlagPut}
+			PipelineLimit: param("pipeline_limit"), Flags: btl.FlagGet | btl.FlagPut}
 		if a != want {
 			return fmt.Errorf("attributes %+v, want the parameters' %+v", a, want)
 		}

@@ -44,7 +44,7 @@ func TestRendezvousHeaderRoundTrip(t *testing.T) {
 
 	desc := []byte{9, 8, 7, 6}
 	h = putRndv(b[:], hdrRget, 0, 0, 0, 1, 1<<20, 42)
-	frag = append(append([]byte(nil), h...), rgetPayload("shm", desc)...)
+	frag = append(append([]byte(nil), h...), rgetPayload(nil, "shm", desc)...)
 	got, rest, err := decodeMatch(frag)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +113,7 @@ func FuzzHeader(f *testing.F) {
 	var b [maxHdr]byte
 	f.Add(append([]byte(nil), putMatch(b[:], hdrMatch, 0, 1, 5, 3)...))
 	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRndv, 0, 1, 5, 0, 10, 9)...), 1, 2))
-	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRget, 0, 1, 5, 0, 10, 9)...), rgetPayload("self", []byte{1})...))
+	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRget, 0, 1, 5, 0, 10, 9)...), rgetPayload(nil, "self", []byte{1})...))
 	f.Add(append([]byte(nil), putAck(b[:], ackHdr{1, 2, 3, 4})...))
 	f.Add(append(append([]byte(nil), putFrag(b[:], fragHdr{1, 0})...), 5))
 	f.Add(append([]byte(nil), putFin(b[:], 7)...))

@@ -118,6 +118,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		recvs:    map[uint64]*recvReq{},
 		quietIDs: map[uint64]struct{}{},
 		orphans:  map[uint16][]*inMsg{},
+		pipes:    map[pipeKey]*pipeIn{},
 	}
 	empty := []*comm{}
 	m.comms.Store(&empty)
@@ -162,7 +163,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 			}
 		}
 	}
-	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice} {
+	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice, hdrPipe, hdrPFrag} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
 	env.BML.RegisterSteer(tagOf(hdrFrag), m.fragSteer())
@@ -223,6 +224,12 @@ type module struct {
 	// notice is OnNotice's handler.
 	notice noticeHandler
 
+	// pipes are the pipelined messages whose PFRAGs are arriving (pipe.go);
+	// pipeID numbers this process's pipelined sends.
+	pipeMu sync.Mutex
+	pipes  map[pipeKey]*pipeIn
+	pipeID atomic.Uint64
+
 	// Queued work, pushed by Progress: control messages that found no
 	// room, rendezvous sends with fragments to push, peers whose queue holds
 	// sends that found no room. work counts them all, so that Progress skips
@@ -243,8 +250,9 @@ type module struct {
 	recvPool freeList[recvReq]
 	sendPool freeList[sendReq]
 	donePool freeList[doneReq]
+	pipePool freeList[pipeIn]
 
-	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
+	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder, nPipe atomic.Uint64
 }
 
 type btlPeek struct {
@@ -294,7 +302,7 @@ func (m *module) Stats() pml.Stats {
 	return pml.Stats{
 		LLPHits: m.nLLPHits.Load(), LLPFallbacks: m.nLLPFallbacks.Load(),
 		Eager: m.nEager.Load(), Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
-		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(),
+		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(), Pipelined: m.nPipe.Load(),
 	}
 }
 
@@ -308,7 +316,7 @@ func (m *module) Finalize() error {
 		h.SetLevel(hclog.Info)
 		h.Info("counters", "llp_hits", s.LLPHits, "llp_fallbacks", s.LLPFallbacks,
 			"eager", s.Eager, "rendezvous", s.Rendezvous, "rget", s.RGet, "rget_fallbacks", s.RGetFallbacks,
-			"unexpected", s.Unexpected, "out_of_order", s.OutOfOrder)
+			"unexpected", s.Unexpected, "out_of_order", s.OutOfOrder, "pipelined", s.Pipelined)
 	}
 	return nil
 }
@@ -416,7 +424,8 @@ func (m *module) sendCtl(world int, typ byte, hdr []byte) {
 	case err == nil:
 	case isWouldBlock(err):
 		m.workMu.Lock()
-		m.ctl = append(m.ctl, ctlMsg{world, typ, hdr})
+		// A copy: callers may pass scratch space they reuse.
+		m.ctl = append(m.ctl, ctlMsg{world, typ, append([]byte(nil), hdr...)})
 		m.updateWork()
 		m.workMu.Unlock()
 	default:
@@ -494,7 +503,10 @@ func (m *module) peerLost(world int, cause error) {
 	m.reqMu.Unlock()
 	m.workMu.Lock()
 	for i := 0; i < len(m.streams); i++ {
-		if m.streams[i].world == world {
+		if r := m.streams[i]; r.world == world {
+			if r.proto == hdrPipe {
+				sends = append(sends, r) // in no table: fail it here
+			}
 			m.streams = append(m.streams[:i], m.streams[i+1:]...)
 			i--
 		}
@@ -510,6 +522,7 @@ func (m *module) peerLost(world int, cause error) {
 		r.guard.Withdraw()
 		r.finish(fail())
 	}
+	m.pipesLost(world, fail)
 
 	// Queued sends and posted receives, on every communicator.
 	for _, c := range *m.comms.Load() {

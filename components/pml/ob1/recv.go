@@ -42,6 +42,9 @@ type recvReq struct {
 	// complete eagerly (Recycle); the rest are left to the collector.
 	pooled bool
 	mod    *module
+	// ctlHdr is scratch space for the FIN this receive sends (sendCtl
+	// copies it if it has to queue it).
+	ctlHdr [finLen]byte
 }
 
 // newRecv takes a receive from the module's free list: blocking receives
@@ -149,12 +152,19 @@ func (m *module) runAction(a *action) {
 	if a.msgLen > len(r.buf) {
 		r.st.Err = truncErr(a.msgLen, len(r.buf), a.src, a.tag)
 	}
+	if a.typ == hdrPipe {
+		// The first chunk is here; the rest comes unasked (pipe.go).
+		copy(r.buf[:r.want], a.data)
+		m.pipeMatched(r, a.world, a.srcReq, len(a.data))
+		return
+	}
 	if a.typ == hdrRget {
 		name, desc, _ := decodeRget(a.data) // checked at arrival
 		err := m.get(a.world, name, desc, r.buf[:r.want])
 		if err == nil {
-			var b [finLen]byte
-			m.sendCtl(a.world, hdrFin, putFin(b[:], a.srcReq))
+			// The header in r's scratch space: a local array would escape
+			// into the transport's interface call, an allocation per RGET.
+			m.sendCtl(a.world, hdrFin, putFin(r.ctlHdr[:], a.srcReq))
 			r.finish(nil)
 			return
 		}
