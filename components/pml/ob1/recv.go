@@ -42,9 +42,11 @@ type recvReq struct {
 	// complete eagerly (Recycle); the rest are left to the collector.
 	pooled bool
 	mod    *module
-	// ctlHdr is scratch space for the FIN this receive sends (sendCtl
-	// copies it if it has to queue it).
-	ctlHdr [finLen]byte
+	// scratch holds, on the fast path, an RGET's description copied out of
+	// the ring, then the FIN this receive sends (sendCtl copies it if it
+	// has to queue it): local arrays would escape into the transports'
+	// interface calls, an allocation per message.
+	scratch [64]byte
 }
 
 // newRecv takes a receive from the module's free list: blocking receives
@@ -164,7 +166,7 @@ func (m *module) runAction(a *action) {
 		if err == nil {
 			// The header in r's scratch space: a local array would escape
 			// into the transport's interface call, an allocation per RGET.
-			m.sendCtl(a.world, hdrFin, putFin(r.ctlHdr[:], a.srcReq))
+			m.sendCtl(a.world, hdrFin, putFin(r.scratch[:], a.srcReq))
 			r.finish(nil)
 			return
 		}
@@ -537,6 +539,9 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 		}
 		if bp != nil {
 			if t, frag, ok := bp.Peek(ep); ok {
+				if t == tagOf(hdrRget) || t == tagOf(hdrPipe) {
+					return m.takeRndvInPlace(c, src, tag, buf, m.peekBTL[w], frag) // pipe.go
+				}
 				var env pml.Envelope
 				var taken bool
 				var err error
