@@ -161,7 +161,15 @@ func (c *Component) Register(r *mca.Registrar) {
 		Values: []params.EnumValue{{Value: singleCopyNone, Name: "none"}, {Value: singleCopyCMA, Name: "cma"}},
 		Help: "How large buffers move between local processes: cma (process_vm_readv/writev, one copy; probed per peer, " +
 			"falling back to fragments where the kernel refuses) or none (always fragments through the rings)"})
-	c.pipelineLimit = r.Add(params.Def{Name: "btl_shm_pipeline_limit", Type: params.Size, Level: 4, Default: "64k",
+	// 16k: measured one-way (bench/compare.sh's sizes, 2026-11-26, Open
+	// MPI's vader side by side), pipelined against RGET: 8 KiB 2.5 against
+	// 4.7 µs near (vader 4.6), 2.6 against 5.4 far; 16 KiB 4.5 against 5.1
+	// near, 4.8 against 5.3 far; 32 KiB 8.0 against 6.2 near, 8.3 against
+	// 6.3 far. Above 16 KiB the ring's lines, which cross between the cores
+	// for every message, cost more than the system call of the single
+	// copy, whose source lines a sender that does not rewrite its buffer
+	// keeps in both caches.
+	c.pipelineLimit = r.Add(params.Def{Name: "btl_shm_pipeline_limit", Type: params.Size, Level: 4, Default: "16k",
 		Help: "Messages above the eager limit and up to this many bytes go eagerly as fragments of btl_shm_max_send_size " +
 			"back to back through the ring, the receiver copying one out while the sender copies the next in, " +
 			"instead of a rendezvous with single copy (whose system call costs more than copying them twice up to here); " +

@@ -117,8 +117,15 @@ func FuzzHeader(f *testing.F) {
 	f.Add(append([]byte(nil), putAck(b[:], ackHdr{1, 2, 3, 4})...))
 	f.Add(append(append([]byte(nil), putFrag(b[:], fragHdr{1, 0})...), 5))
 	f.Add(append([]byte(nil), putFin(b[:], 7)...))
+	// A PIPE with its first chunk, then PFRAGs that fit, overrun, or name
+	// no message.
+	f.Add(append(append([]byte(nil), putRndv(b[:], hdrPipe, 0, 1, 5, 0, 20, 9)...), 1, 2, 3, 4))
+	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{9, 4})...), 5, 6, 7))
+	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{9, 18})...), 5, 6, 7))
+	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{77, 0})...), 5))
 	f.Add([]byte{})
 	m, _ := newTestModule(f, 2)
+	m.pipeLim = []int{1 << 16, 1 << 16} // PIPEs up to 64 KiB enter the table
 	f.Fuzz(func(t *testing.T, frag []byte) {
 		if h, rest, err := decodeMatch(frag); err == nil {
 			var again []byte
@@ -139,6 +146,7 @@ func FuzzHeader(f *testing.F) {
 		}
 		decodeAck(frag)
 		decodeFrag(frag)
+		decodeFragOf(frag, hdrPFrag)
 		decodeFin(frag)
 		// The receive path must drop what it cannot use, never panic.
 		m.dispatch(1, frag)

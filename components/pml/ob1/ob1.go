@@ -118,7 +118,6 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		recvs:    map[uint64]*recvReq{},
 		quietIDs: map[uint64]struct{}{},
 		orphans:  map[uint16][]*inMsg{},
-		pipes:    map[pipeKey]*pipeIn{},
 	}
 	empty := []*comm{}
 	m.comms.Store(&empty)
@@ -152,6 +151,12 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		}
 		if m.log.V(mca.VerboseComponent) {
 			m.log.Log(mca.VerboseComponent, "llp module", "llp", l.Name(), "used", used, "max_payload", m.llpMax)
+		}
+	}
+	m.pipeLim = make([]int, job.Size)
+	for w := range m.pipeLim {
+		if routes := m.bml.Peer(w).Send; len(routes) > 0 {
+			m.pipeLim[w] = routes[0].Attr.PipelineLimit
 		}
 	}
 	for w := range m.peekBTL {
@@ -229,6 +234,9 @@ type module struct {
 	pipeMu sync.Mutex
 	pipes  map[pipeKey]*pipeIn
 	pipeID atomic.Uint64
+	// pipeLim is each world rank's first route's PipelineLimit: the
+	// largest PIPE a peer may send us (its own parameters are the job's).
+	pipeLim []int
 
 	// Queued work, pushed by Progress: control messages that found no
 	// room, rendezvous sends with fragments to push, peers whose queue holds

@@ -50,7 +50,11 @@ type pipeIn struct {
 // so that its PFRAGs, which follow it in the same ring, find a place. It
 // reports false when the header is bad (reported, and dropped).
 func (m *module) onPipe(src int, h *matchHdr, first int) bool {
-	if lim := m.bml.Peer(src).Send[0].Attr.PipelineLimit; h.msgLen > uint64(lim) {
+	lim := 0
+	if src >= 0 && src < len(m.pipeLim) {
+		lim = m.pipeLim[src]
+	}
+	if h.msgLen > uint64(lim) {
 		// The parameter is the job's: a larger one is a peer's bug, and its
 		// length would size the buffer of an unexpected message.
 		m.bad(src, fmt.Errorf("PIPE of %d bytes: above this side's pipeline limit, %d", h.msgLen, lim))
@@ -61,6 +65,9 @@ func (m *module) onPipe(src int, h *matchHdr, first int) bool {
 	}
 	k := pipeKey{src, h.srcReq}
 	m.pipeMu.Lock()
+	if m.pipes == nil {
+		m.pipes = map[pipeKey]*pipeIn{}
+	}
 	if _, dup := m.pipes[k]; dup {
 		m.pipeMu.Unlock()
 		m.bad(src, fmt.Errorf("PIPE for request %d, which is already under way", h.srcReq))
