@@ -732,3 +732,26 @@ func TestNoAllocations(t *testing.T) {
 		return nil
 	}, shmOnly()...)
 }
+
+// pipeFragments are parameters under which pipelined messages travel in
+// several fragments: 8 KiB fragments up to 64 KiB (by default the 16 KiB
+// limit fits a message in its first fragment).
+var pipeFragments = []string{"btl_shm_max_send_size", "8k", "btl_shm_pipeline_limit", "64k"}
+
+// TestPipelineFragments: pipelined messages of several fragments, at and
+// around every threshold, unexpected and posted, both ways, by AnySource
+// after Probe, by Mprobe, truncated, and in order with the other protocols,
+// on goroutine ranks (the same checks run under mpirun in p2pprog).
+func TestPipelineFragments(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		before := r.PMLStats()
+		if err := p2pcheck.Run(r.CommWorld(), p2pcheck.Options{Large: 50000}, "pipeline", "ordering", "anysource", "probe",
+			"truncation", "mprobe", "eagerlimit", "concurrent"); err != nil {
+			return err
+		}
+		if s := r.PMLStats(); s.Pipelined == before.Pipelined {
+			return fmt.Errorf("nothing went pipelined: %+v", s)
+		}
+		return nil
+	}, shmOnly(pipeFragments...)...)
+}
