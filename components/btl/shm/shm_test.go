@@ -631,6 +631,7 @@ func TestBadParameters(t *testing.T) {
 			"accepted: a ring of at least twice max_send_size plus 32 (%d", ring, maxSend, 2*maxSend+32)},
 		{[]string{"btl_shm_max_send_size", "32m", "btl_shm_ring_size", "128m"}, "btl_shm_max_send_size = 33554432: accepted: up to 16777214"},
 		{[]string{"btl_shm_liveness_polls", "0"}, "btl_shm_liveness_polls = 0: accepted: 1 to"},
+		{[]string{"btl_shm_pipeline_limit", "65m"}, "btl_shm_pipeline_limit = 68157440: accepted: 0 to 67108864 (64m)"},
 		{[]string{"btl_shm_single_copy_mechanism", "xpmem"}, "btl_shm_single_copy_mechanism"},
 		{[]string{"btl_shm_eager_limit", fmt.Sprint(2 * maxSend)}, fmt.Sprintf("btl_shm_eager_limit = %d: accepted: 256 to btl_shm_max_send_size (%d)", 2*maxSend, maxSend)},
 		{[]string{"btl_shm_eager_limit", "4k", "btl_shm_rndv_eager_limit", "8k"}, "btl_shm_rndv_eager_limit = 8192: accepted: 256 to btl_shm_eager_limit (4096)"},
