@@ -12,6 +12,13 @@
 //     header goes in one fragment and completes at once. A non-blocking one
 //     that the transport takes at once (sendi) returns a completed request
 //     from a free list and makes no send request.
+//   - Pipelined eager (PIPE, pipe.go): a message above the eager limit and up
+//     to the route's btl.Attributes.PipelineLimit (shm: btl_shm_pipeline_limit),
+//     not in synchronous mode, goes as a PIPE header with a first chunk and
+//     PFRAGs of the max send size back to back, without waiting for the
+//     receiver; it completes once the transport has it all. The receiver
+//     places the PFRAGs by (sender, request) into the matched receive, or
+//     holds them while the message is unexpected.
 //   - Rendezvous: otherwise (and always in synchronous mode) the sender sends
 //     RNDV with a first chunk and waits for the receiver's ACK, which comes
 //     after the receive matched and says which bytes it still wants; the rest
