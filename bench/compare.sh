@@ -55,7 +55,8 @@
 #   WORK     scratch folder (default: bench/.anchors, git-ignored)
 #   OUT      results folder (default: $WORK/results/<UTC stamp>)
 #   REPS     repetitions of every configuration (default 5)
-#   SIZES    message sizes (default pingpong.c's: 0,1,8,64,512,4k,32k,256k,1m,4m)
+#   SIZES    message sizes, bytes or with k/m (default pingpong.c's: 0,1,8,64,512,4k,32k,256k,1m,4m;
+#            written into the copy of pingpong.c, so Open MPI measures the same ones)
 #   ONLY     space-separated subset of the configurations above
 #
 # Usage: bench/compare.sh            (about 6 minutes with REPS=5)
@@ -96,6 +97,25 @@ mkdir -p "$WORK/anchors" "$WORK/bin" "$OUT"
 # Build: the anchors in a copy (the source folder is read only), gompi from
 # this checkout.
 cp "$ANCHORS"/*.c "$ANCHORS"/*.h "$ANCHORS"/build.sh "$WORK/anchors/"
+# pingpong.c has its sizes in a table and no option for them: the copy gets
+# SIZES written into that table, so that both sides measure the same sizes
+# (4k,8k,16k... for the mid-size rendezvous) with pingpong.c's own iteration
+# counts.
+bytes=()
+IFS=, read -ra words <<<"$SIZES"
+for w in "${words[@]}"; do
+  case $w in
+    *[kK]) bytes+=($((${w%?} * 1024))) ;;
+    *[mM]) bytes+=($((${w%?} * 1048576))) ;;
+    *) [[ "$w" =~ ^[0-9]+$ ]] || die "SIZES=$SIZES: $w is not a size (bytes, or with a k or m suffix)"
+       bytes+=("$w") ;;
+  esac
+  [ "${bytes[-1]}" -le 4194304 ] || die "SIZES=$SIZES: $w is above pingpong.c's 4 MiB buffers"
+done
+table="$(IFS=,; echo "${bytes[*]}")"
+sed -i "s/^static const long sizes\[\] = {[^}]*};/static const long sizes[] = {$table};/" "$WORK/anchors/pingpong.c"
+grep -q "^static const long sizes\[\] = {$table};" "$WORK/anchors/pingpong.c" ||
+  die "could not write SIZES into pingpong.c's size table (its form changed?)"
 (cd "$WORK/anchors" && ./build.sh) >"$OUT/build.log" 2>&1 || die "building the anchors failed: see $OUT/build.log"
 (cd "$REPO" && go build -o "$WORK/bin/mpirun" ./cmd/mpirun && go build -o "$WORK/bin/gompi-bench" ./cmd/gompi-bench) ||
   die "building gompi failed"
@@ -118,7 +138,7 @@ GBENCH="$WORK/bin/gompi-bench"
 # Both sides: 2 ranks, each bound to a core of its own.
 OMPI=(mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --bind-to core --mca pml ob1)
 GOMPI=("$GMPIRUN" -np 2 --bind-to core)
-# pingpong.c has no size option; gompi-bench gets the same sizes.
+# pingpong.c's size table is SIZES (written above); gompi-bench gets them as an option.
 gbench() { "${GOMPI[@]}" "$@"; }
 
 # run LABEL REP OUTFILE CMD... : one run between two placement probes.

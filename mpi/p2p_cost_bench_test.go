@@ -167,3 +167,36 @@ func itoa(n int) string {
 	}
 	return s
 }
+
+// BenchmarkCostMid is one mid-size message by Isend, Recv and Wait, pipelined
+// through the ring (the default up to btl_shm_pipeline_limit) and by RGET
+// (the pipeline off: the receiver reads with process_vm_readv and sends
+// FIN): the software's and the kernel's cost of each protocol per message,
+// with no wait for the other core.
+func BenchmarkCostMid(b *testing.B) {
+	for _, size := range []int{8 << 10, 32 << 10, 64 << 10} {
+		for _, proto := range []struct{ name, limit string }{{"pipe", "64k"}, {"rget", "0"}} {
+			b.Run(proto.name+"/"+itoa(size), func(b *testing.B) {
+				softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) error {
+					sbuf, rbuf := make([]byte, size), make([]byte, size)
+					b.SetBytes(int64(size))
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := 0; i < b.N; i++ {
+						r, err := c0.Isend(sbuf, 1, 1)
+						if err != nil {
+							return err
+						}
+						if _, err := c1.Recv(rbuf, 0, 1); err != nil {
+							return err
+						}
+						if _, err := r.Wait(); err != nil {
+							return err
+						}
+					}
+					return nil
+				}, "btl", "self,shm", "btl_shm_pipeline_limit", proto.limit)
+			})
+		}
+	}
+}

@@ -109,8 +109,8 @@ func bench(inst *mpi.Instance, o *options, w io.Writer) error {
 	}
 	if me == 0 {
 		s := inst.PMLStats()
-		fmt.Fprintf(w, "# pml counters rank 0: llp_hits=%d llp_fallbacks=%d eager=%d rendezvous=%d rget=%d rget_fallbacks=%d unexpected=%d\n",
-			s.LLPHits, s.LLPFallbacks, s.Eager, s.Rendezvous, s.RGet, s.RGetFallbacks, s.Unexpected)
+		fmt.Fprintf(w, "# pml counters rank 0: llp_hits=%d llp_fallbacks=%d eager=%d pipelined=%d rendezvous=%d rget=%d rget_fallbacks=%d unexpected=%d\n",
+			s.LLPHits, s.LLPFallbacks, s.Eager, s.Pipelined, s.Rendezvous, s.RGet, s.RGetFallbacks, s.Unexpected)
 	}
 	if err := barrier(c); err != nil {
 		return err

@@ -182,7 +182,7 @@ func commCreateRank(inst *mpi.Instance, o *options, w io.Writer, ops []string, h
 // sent counts the messages this rank's PML has sent.
 func sent(inst *mpi.Instance) uint64 {
 	s := inst.PMLStats()
-	return s.LLPHits + s.Eager + s.Rendezvous + s.RGet
+	return s.LLPHits + s.Eager + s.Pipelined + s.Rendezvous + s.RGet
 }
 
 // lwgrpAllreduce builds a logring of members (from the list, or from a

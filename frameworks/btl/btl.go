@@ -161,6 +161,13 @@ type Attributes struct {
 	// MaxSendSize is the largest fragment, header included, Send accepts;
 	// larger messages go by RDMA or as several fragments.
 	MaxSendSize int
+	// PipelineLimit is the largest message (payload bytes) above the eager
+	// limit that the PML sends as fragments of MaxSendSize back to back,
+	// without waiting for the receiver to match: its fragments' copies in
+	// and out overlap, and no handshake or RDMA call stands before the
+	// data (on shm, a system call costs as much as copying 8 KiB). 0: the
+	// module does not want it (rendezvous above the eager limit).
+	PipelineLimit int
 	// Flags are the optional operations the module offers in general;
 	// Endpoint.Flags says what it offers towards one peer.
 	Flags Flags
@@ -282,6 +289,15 @@ type RDMA interface {
 	Get(ep Endpoint, desc []byte, off int, dst []byte) error
 	// Put copies src to offset off of the memory desc describes.
 	Put(ep Endpoint, desc []byte, off int, src []byte) error
+}
+
+// AppendExposer is an optional interface of an RDMA module: Expose's
+// description appended to dst, so that a PML that keeps room for it in its
+// request allocates nothing per message (garbage per message grows the heap,
+// and on the paravirtualized machines gompi runs on the page faults of a
+// growing heap cost more than an RGET's software path).
+type AppendExposer interface {
+	AppendExpose(dst, buf []byte) []byte
 }
 
 // FragmentPeeker is an optional interface of a Module, for the PML's

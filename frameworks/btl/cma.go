@@ -23,15 +23,24 @@ import (
 // CMADescLen is the length of a CMA description.
 const CMADescLen = 4 + 8 + 8
 
+// selfPID is this process's pid, read once: os.Getpid is a system call
+// every time, and a system call costs 1 to 3 µs on the virtual machines this
+// runs on (a paravirtualized kernel), as much as the single copy of 8 KiB
+// it would describe.
+var selfPID = uint32(os.Getpid())
+
 // ExposeCMA describes buf for process_vm_readv/writev by a peer.
-func ExposeCMA(buf []byte) []byte {
-	d := make([]byte, CMADescLen)
-	binary.LittleEndian.PutUint32(d, uint32(os.Getpid()))
+func ExposeCMA(buf []byte) []byte { return AppendCMA(make([]byte, 0, CMADescLen), buf) }
+
+// AppendCMA appends ExposeCMA's description of buf to dst.
+func AppendCMA(dst, buf []byte) []byte {
+	var addr uint64
 	if len(buf) > 0 {
-		binary.LittleEndian.PutUint64(d[4:], uint64(uintptr(unsafe.Pointer(&buf[0]))))
+		addr = uint64(uintptr(unsafe.Pointer(&buf[0])))
 	}
-	binary.LittleEndian.PutUint64(d[12:], uint64(len(buf)))
-	return d
+	dst = binary.LittleEndian.AppendUint32(dst, selfPID)
+	dst = binary.LittleEndian.AppendUint64(dst, addr)
+	return binary.LittleEndian.AppendUint64(dst, uint64(len(buf)))
 }
 
 // ParseCMA reads a description, a peer's data, checking that it names a

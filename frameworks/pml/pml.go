@@ -236,6 +236,10 @@ type Stats struct {
 	// receiver read the buffer with one copy). RGetFallbacks counts RGets
 	// the receiver could not read, which went as fragments instead.
 	Eager, Rendezvous, RGet, RGetFallbacks uint64
+	// Pipelined counts messages sent eagerly in several fragments, without
+	// waiting for the receiver (ob1's PIPE, up to the route's
+	// btl.Attributes.PipelineLimit).
+	Pipelined uint64
 	// Unexpected counts messages that arrived before their receive;
 	// OutOfOrder those that arrived before an earlier message of the same
 	// sender (by another path) and waited for it.

@@ -63,6 +63,7 @@ var Checks = []Check{
 	{"truncation", checkTruncation},
 	{"synchronous", checkSynchronous},
 	{"eagerlimit", checkEagerLimit},
+	{"pipeline", checkPipeline},
 	{"mprobe", checkMprobe},
 	{"concurrent", checkConcurrent},
 	{"bsend", checkBsend},
@@ -670,8 +671,9 @@ func checkSynchronous(c *mpi.Comm, o Options) error {
 	return err
 }
 
-// At the eager limit a message goes eager; one byte more goes by
-// rendezvous (or RGET). The sender's counters say which.
+// At the eager limit a message goes eager; one byte more goes pipelined
+// where the route has a pipeline limit above it, by rendezvous (or RGET)
+// otherwise. The sender's counters say which.
 func checkEagerLimit(c *mpi.Comm, o Options) error {
 	n, me := c.Size(), c.Rank()
 	right, left := (me+1)%n, (me+n-1)%n
@@ -710,7 +712,11 @@ func checkEagerLimit(c *mpi.Comm, o Options) error {
 	if mid.Eager != before.Eager+1 || mid.Rendezvous+mid.RGet != before.Rendezvous+before.RGet {
 		return fmt.Errorf("a %d-byte message (the eager limit) did not go eager: %+v then %+v", limit, before, mid)
 	}
-	if after.Eager != mid.Eager || after.Rendezvous+after.RGet != mid.Rendezvous+mid.RGet+1 {
+	if inst.BML().Peer(right).Send[0].Attr.PipelineLimit > limit {
+		if after.Eager != mid.Eager || after.Pipelined != mid.Pipelined+1 {
+			return fmt.Errorf("a %d-byte message (the eager limit + 1) did not go pipelined: %+v then %+v", limit+1, mid, after)
+		}
+	} else if after.Eager != mid.Eager || after.Rendezvous+after.RGet != mid.Rendezvous+mid.RGet+1 {
 		return fmt.Errorf("a %d-byte message (the eager limit + 1) did not go by rendezvous: %+v then %+v", limit+1, mid, after)
 	}
 	for i, r := range rreqs {

@@ -137,6 +137,9 @@ var _ btl.RDMA = (*module)(nil)
 // needed.
 func (m *module) Expose(buf []byte) []byte { return btl.ExposeCMA(buf) }
 
+// AppendExpose is Expose appended to dst (btl.AppendExposer).
+func (m *module) AppendExpose(dst, buf []byte) []byte { return btl.AppendCMA(dst, buf) }
+
 func (m *module) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error {
 	return btl.CMARead(desc, off, dst)
 }

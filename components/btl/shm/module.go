@@ -520,6 +520,9 @@ type plainModule interface {
 // Expose describes buf for process_vm_readv/writev by a peer.
 func (m *module) Expose(buf []byte) []byte { return btl.ExposeCMA(buf) }
 
+// AppendExpose is Expose appended to dst (btl.AppendExposer).
+func (m *module) AppendExpose(dst, buf []byte) []byte { return btl.AppendCMA(dst, buf) }
+
 // Get reads a peer's exposed buffer with one copy (process_vm_readv).
 func (m *module) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error {
 	return m.rdma(ep, desc, off, dst, false)

@@ -122,7 +122,12 @@ type Component struct {
 	ringSize      *params.Param
 	singleCopy    *params.Param
 	livenessPolls *params.Param
+	pipelineLimit *params.Param
 }
+
+// maxPipelineLimit bounds btl_shm_pipeline_limit: an unexpected pipelined
+// message is held whole by its receiver, as an eager one.
+const maxPipelineLimit = 64 << 20
 
 // Single-copy mechanisms, the values of btl_shm_single_copy_mechanism.
 const (
@@ -156,6 +161,19 @@ func (c *Component) Register(r *mca.Registrar) {
 		Values: []params.EnumValue{{Value: singleCopyNone, Name: "none"}, {Value: singleCopyCMA, Name: "cma"}},
 		Help: "How large buffers move between local processes: cma (process_vm_readv/writev, one copy; probed per peer, " +
 			"falling back to fragments where the kernel refuses) or none (always fragments through the rings)"})
+	// 16k: measured one-way (bench/compare.sh's sizes, 2026-11-26, Open
+	// MPI's vader side by side), pipelined against RGET: 8 KiB 2.5 against
+	// 4.7 µs near (vader 4.6), 2.6 against 5.4 far; 16 KiB 4.5 against 5.1
+	// near, 4.8 against 5.3 far; 32 KiB 8.0 against 6.2 near, 8.3 against
+	// 6.3 far. Above 16 KiB the ring's lines, which cross between the cores
+	// for every message, cost more than the system call of the single
+	// copy, whose source lines a sender that does not rewrite its buffer
+	// keeps in both caches.
+	c.pipelineLimit = r.Add(params.Def{Name: "btl_shm_pipeline_limit", Type: params.Size, Level: 4, Default: "16k",
+		Help: "Messages above the eager limit and up to this many bytes go eagerly as fragments of btl_shm_max_send_size " +
+			"back to back through the ring, the receiver copying one out while the sender copies the next in, " +
+			"instead of a rendezvous with single copy (whose system call costs more than copying them twice up to here); " +
+			"0 or at most the eager limit: never. Up to 64m (an unexpected message is held whole)"})
 	c.livenessPolls = r.Add(params.Def{Name: "btl_shm_liveness_polls", Type: params.Uint, Level: 7, Default: "8192",
 		Help: "Progress calls, and refused sends to one peer in a row, between checks that local peers are alive " +
 			"(one poll of their pidfds): 1 to 1073741824"})
@@ -186,6 +204,9 @@ func (c *Component) config(b *mca.Base, maxSend int) (config, error) {
 		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_shm_liveness_polls = %d: accepted: 1 to %d", polls, 1<<30)
 	}
 	cfg.livenessPolls = int(polls)
+	if lim := b.Get(c.pipelineLimit).Uint(); lim > maxPipelineLimit {
+		return cfg, mpierr.Errorf(mpierr.ErrUnsupportedParam, "btl_shm_pipeline_limit = %d: accepted: 0 to %d (64m)", lim, maxPipelineLimit)
+	}
 	return cfg, nil
 }
 
@@ -209,6 +230,9 @@ func (c *Component) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	if err != nil {
 		return nil, err
 	}
+	// ob1 sends eager what fits the eager limit: a pipeline limit at or
+	// below it changes nothing.
+	attr.PipelineLimit = int(b.Get(c.pipelineLimit).Uint())
 	if job.LocalSize < 2 {
 		return nil, mca.Decline("no other process of the job on node %s", job.Node)
 	}

@@ -119,7 +119,7 @@ func TestRoutes(t *testing.T) {
 		}
 		want := btl.Attributes{Name: "shm", Exclusivity: param("exclusivity"), Latency: param("latency"), Bandwidth: param("bandwidth"),
 			EagerLimit: param("eager_limit"), RndvEagerLimit: param("rndv_eager_limit"), MaxSendSize: param("max_send_size"),
-			Flags: btl.FlagGet | btl.FlagPut}
+			PipelineLimit: param("pipeline_limit"), Flags: btl.FlagGet | btl.FlagPut}
 		if a != want {
 			return fmt.Errorf("attributes %+v, want the parameters' %+v", a, want)
 		}
@@ -631,6 +631,7 @@ func TestBadParameters(t *testing.T) {
 			"accepted: a ring of at least twice max_send_size plus 32 (%d", ring, maxSend, 2*maxSend+32)},
 		{[]string{"btl_shm_max_send_size", "32m", "btl_shm_ring_size", "128m"}, "btl_shm_max_send_size = 33554432: accepted: up to 16777214"},
 		{[]string{"btl_shm_liveness_polls", "0"}, "btl_shm_liveness_polls = 0: accepted: 1 to"},
+		{[]string{"btl_shm_pipeline_limit", "65m"}, "btl_shm_pipeline_limit = 68157440: accepted: 0 to 67108864 (64m)"},
 		{[]string{"btl_shm_single_copy_mechanism", "xpmem"}, "btl_shm_single_copy_mechanism"},
 		{[]string{"btl_shm_eager_limit", fmt.Sprint(2 * maxSend)}, fmt.Sprintf("btl_shm_eager_limit = %d: accepted: 256 to btl_shm_max_send_size (%d)", 2*maxSend, maxSend)},
 		{[]string{"btl_shm_eager_limit", "4k", "btl_shm_rndv_eager_limit", "8k"}, "btl_shm_rndv_eager_limit = 8192: accepted: 256 to btl_shm_eager_limit (4096)"},
@@ -731,4 +732,27 @@ func TestNoAllocations(t *testing.T) {
 		}
 		return nil
 	}, shmOnly()...)
+}
+
+// pipeFragments are parameters under which pipelined messages travel in
+// several fragments: 8 KiB fragments up to 64 KiB (by default the 16 KiB
+// limit fits a message in its first fragment).
+var pipeFragments = []string{"btl_shm_max_send_size", "8k", "btl_shm_pipeline_limit", "64k"}
+
+// TestPipelineFragments: pipelined messages of several fragments, at and
+// around every threshold, unexpected and posted, both ways, by AnySource
+// after Probe, by Mprobe, truncated, and in order with the other protocols,
+// on goroutine ranks (the same checks run under mpirun in p2pprog).
+func TestPipelineFragments(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		before := r.PMLStats()
+		if err := p2pcheck.Run(r.CommWorld(), p2pcheck.Options{Large: 50000}, "pipeline", "ordering", "anysource", "probe",
+			"truncation", "mprobe", "eagerlimit", "concurrent"); err != nil {
+			return err
+		}
+		if s := r.PMLStats(); s.Pipelined == before.Pipelined {
+			return fmt.Errorf("nothing went pipelined: %+v", s)
+		}
+		return nil
+	}, shmOnly(pipeFragments...)...)
 }

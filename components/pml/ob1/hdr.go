@@ -18,6 +18,8 @@ import (
 //	ACK    (40)  type flags pad:6 srcreq:u64 dstreq:u64 offset:u64 want:u64
 //	FRAG   (24)  type flags pad:6 dstreq:u64 offset:u64, then data
 //	FIN    (16)  type flags pad:6 srcreq:u64
+//	PIPE   (32)  as RNDV, then the first chunk; the rest follows unasked
+//	PFRAG  (24)  as FRAG, naming the sender's srcreq instead of dstreq
 //
 // ctx is the communicator's context id, src the sender's rank in it, seq the
 // per-(communicator, sender) sequence number (wrapping at 65536). srcreq and
@@ -25,7 +27,10 @@ import (
 // they are numbers, never pointers, and a number the table does not hold is
 // dropped. ACK asks the sender for bytes [offset, want) of its message, sent
 // as FRAGs to dstreq; offset >= want means "nothing more: you are done". FIN
-// tells an RGET's sender that its buffer has been read.
+// tells an RGET's sender that its buffer has been read. PIPE is a message
+// sent eagerly in several fragments: its PFRAGs follow without an ACK, and
+// the receiver places them by (sender, srcreq) into the matched receive, or
+// holds them while the message is unexpected.
 const (
 	hdrMatch = 1
 	hdrRndv  = 2
@@ -33,6 +38,8 @@ const (
 	hdrAck   = 4
 	hdrFrag  = 6
 	hdrFin   = 9
+	hdrPipe  = 11
+	hdrPFrag = 12
 )
 
 // Header lengths.
@@ -98,7 +105,7 @@ func decodeMatch(frag []byte) (matchHdr, []byte, error) {
 	switch h.typ {
 	case hdrMatch:
 		return h, frag[matchLen:], nil
-	case hdrRndv, hdrRget:
+	case hdrRndv, hdrRget, hdrPipe:
 		if len(frag) < rndvLen {
 			return h, nil, fmt.Errorf("rendezvous header of %d bytes, want %d", len(frag), rndvLen)
 		}
@@ -108,7 +115,7 @@ func decodeMatch(frag []byte) (matchHdr, []byte, error) {
 		if h.msgLen > maxMsgLen {
 			return h, nil, fmt.Errorf("rendezvous of %d bytes: larger than %d", h.msgLen, uint64(maxMsgLen))
 		}
-		if h.typ == hdrRndv && uint64(len(rest)) > h.msgLen {
+		if h.typ != hdrRget && uint64(len(rest)) > h.msgLen {
 			return h, nil, fmt.Errorf("rendezvous first chunk of %d bytes for a message of %d", len(rest), h.msgLen)
 		}
 		if h.typ == hdrRget {
@@ -133,13 +140,16 @@ func matchFields(h *matchHdr, frag []byte) {
 	h.tag, h.seq = int32(le.Uint32(frag[8:])), le.Uint16(frag[12:])
 }
 
-// rgetPayload is what follows an RGET header: the name of the BTL whose
-// RDMA module exposed the buffer, and its description.
-func rgetPayload(btlName string, desc []byte) []byte {
-	b := make([]byte, 0, 1+len(btlName)+len(desc))
+// rgetPayload appends to b what follows an RGET header: the name of the BTL
+// whose RDMA module exposed the buffer, and its description.
+func rgetPayload(b []byte, btlName string, desc []byte) []byte {
+	return append(rgetName(b, btlName), desc...)
+}
+
+// rgetName appends the BTL name part of an RGET's payload to b.
+func rgetName(b []byte, btlName string) []byte {
 	b = append(b, byte(len(btlName)))
-	b = append(b, btlName...)
-	return append(b, desc...)
+	return append(b, btlName...)
 }
 
 func decodeRget(p []byte) (name, desc []byte, err error) {
@@ -175,18 +185,25 @@ func decodeAck(frag []byte) (ackHdr, error) {
 
 type fragHdr struct{ dstReq, offset uint64 }
 
-func putFrag(b []byte, f fragHdr) []byte {
+func putFrag(b []byte, f fragHdr) []byte { return putFragOf(b, hdrFrag, f) }
+
+// putFragOf writes a FRAG-shaped header of type typ (FRAG, PFRAG).
+func putFragOf(b []byte, typ byte, f fragHdr) []byte {
 	b = b[:fragLen]
 	clear(b[:8])
-	b[0] = hdrFrag
+	b[0] = typ
 	le.PutUint64(b[8:], f.dstReq)
 	le.PutUint64(b[16:], f.offset)
 	return b
 }
 
-func decodeFrag(frag []byte) (fragHdr, []byte, error) {
-	if len(frag) < fragLen || frag[0] != hdrFrag {
-		return fragHdr{}, nil, fmt.Errorf("FRAG of %d bytes, want at least %d", len(frag), fragLen)
+func decodeFrag(frag []byte) (fragHdr, []byte, error) { return decodeFragOf(frag, hdrFrag) }
+
+// decodeFragOf parses a FRAG-shaped header of type typ (a PFRAG's dstReq
+// field holds the sender's request).
+func decodeFragOf(frag []byte, typ byte) (fragHdr, []byte, error) {
+	if len(frag) < fragLen || frag[0] != typ {
+		return fragHdr{}, nil, fmt.Errorf("fragment of %d bytes, want a header of type %d (%d bytes) and data", len(frag), typ, fragLen)
 	}
 	f := fragHdr{le.Uint64(frag[8:]), le.Uint64(frag[16:])}
 	if f.offset > maxMsgLen {

@@ -44,7 +44,7 @@ func TestRendezvousHeaderRoundTrip(t *testing.T) {
 
 	desc := []byte{9, 8, 7, 6}
 	h = putRndv(b[:], hdrRget, 0, 0, 0, 1, 1<<20, 42)
-	frag = append(append([]byte(nil), h...), rgetPayload("shm", desc)...)
+	frag = append(append([]byte(nil), h...), rgetPayload(nil, "shm", desc)...)
 	got, rest, err := decodeMatch(frag)
 	if err != nil {
 		t.Fatal(err)
@@ -113,12 +113,19 @@ func FuzzHeader(f *testing.F) {
 	var b [maxHdr]byte
 	f.Add(append([]byte(nil), putMatch(b[:], hdrMatch, 0, 1, 5, 3)...))
 	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRndv, 0, 1, 5, 0, 10, 9)...), 1, 2))
-	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRget, 0, 1, 5, 0, 10, 9)...), rgetPayload("self", []byte{1})...))
+	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRget, 0, 1, 5, 0, 10, 9)...), rgetPayload(nil, "self", []byte{1})...))
 	f.Add(append([]byte(nil), putAck(b[:], ackHdr{1, 2, 3, 4})...))
 	f.Add(append(append([]byte(nil), putFrag(b[:], fragHdr{1, 0})...), 5))
 	f.Add(append([]byte(nil), putFin(b[:], 7)...))
+	// A PIPE with its first chunk, then PFRAGs that fit, overrun, or name
+	// no message.
+	f.Add(append(append([]byte(nil), putRndv(b[:], hdrPipe, 0, 1, 5, 0, 20, 9)...), 1, 2, 3, 4))
+	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{9, 4})...), 5, 6, 7))
+	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{9, 18})...), 5, 6, 7))
+	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{77, 0})...), 5))
 	f.Add([]byte{})
 	m, _ := newTestModule(f, 2)
+	m.pipeLim = []int{1 << 16, 1 << 16} // PIPEs up to 64 KiB enter the table
 	f.Fuzz(func(t *testing.T, frag []byte) {
 		if h, rest, err := decodeMatch(frag); err == nil {
 			var again []byte
@@ -139,6 +146,7 @@ func FuzzHeader(f *testing.F) {
 		}
 		decodeAck(frag)
 		decodeFrag(frag)
+		decodeFragOf(frag, hdrPFrag)
 		decodeFin(frag)
 		// The receive path must drop what it cannot use, never panic.
 		m.dispatch(1, frag)

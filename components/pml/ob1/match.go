@@ -219,10 +219,13 @@ func (m *module) dispatch(src int, frag []byte) {
 		a := arrival{data: frag[matchLen:]}
 		matchFields(&a.h, frag)
 		m.incoming(src, nil, &a)
-	case hdrRndv, hdrRget:
+	case hdrRndv, hdrRget, hdrPipe:
 		h, payload, err := decodeMatch(frag)
 		if err != nil {
 			m.bad(src, err)
+			return
+		}
+		if h.typ == hdrPipe && !m.onPipe(src, &h, len(payload)) {
 			return
 		}
 		m.incoming(src, nil, &arrival{h: h, data: payload})
@@ -232,6 +235,8 @@ func (m *module) dispatch(src int, frag []byte) {
 		m.onFrag(src, frag)
 	case hdrFin:
 		m.onFin(src, frag)
+	case hdrPFrag:
+		m.onPFrag(src, frag)
 	case hdrNotice:
 		m.onNotice(src, frag)
 	default:
@@ -296,7 +301,10 @@ func (m *module) incoming(world int, msg *inMsg, a *arrival) {
 		m.bad(world, fmt.Errorf("communicator %d: source rank %d is not world rank %d", cid, src, world))
 		return
 	}
-	var acts []action
+	// Room for the usual one action on the stack: an append to a nil
+	// slice allocated per rendezvous.
+	var actBuf [1]action
+	acts := actBuf[:0]
 	c.mu.Lock()
 	p := &c.peers[src]
 	if seq != p.expected {

@@ -12,6 +12,13 @@
 //     header goes in one fragment and completes at once. A non-blocking one
 //     that the transport takes at once (sendi) returns a completed request
 //     from a free list and makes no send request.
+//   - Pipelined eager (PIPE, pipe.go): a message above the eager limit and up
+//     to the route's btl.Attributes.PipelineLimit (shm: btl_shm_pipeline_limit),
+//     not in synchronous mode, goes as a PIPE header with a first chunk and
+//     PFRAGs of the max send size back to back, without waiting for the
+//     receiver; it completes once the transport has it all. The receiver
+//     places the PFRAGs by (sender, request) into the matched receive, or
+//     holds them while the message is unexpected.
 //   - Rendezvous: otherwise (and always in synchronous mode) the sender sends
 //     RNDV with a first chunk and waits for the receiver's ACK, which comes
 //     after the receive matched and says which bytes it still wants; the rest
@@ -153,6 +160,12 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 			m.log.Log(mca.VerboseComponent, "llp module", "llp", l.Name(), "used", used, "max_payload", m.llpMax)
 		}
 	}
+	m.pipeLim = make([]int, job.Size)
+	for w := range m.pipeLim {
+		if routes := m.bml.Peer(w).Send; len(routes) > 0 {
+			m.pipeLim[w] = routes[0].Attr.PipelineLimit
+		}
+	}
 	for w := range m.peekBTL {
 		// Several routes stripe eager messages: then only Progress sees
 		// them all.
@@ -162,7 +175,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 			}
 		}
 	}
-	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice} {
+	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice, hdrPipe, hdrPFrag} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
 	}
 	env.BML.RegisterRecvRun(tagOf(hdrMatch), m.recvRun)
@@ -224,6 +237,15 @@ type module struct {
 	// notice is OnNotice's handler.
 	notice noticeHandler
 
+	// pipes are the pipelined messages whose PFRAGs are arriving (pipe.go);
+	// pipeID numbers this process's pipelined sends.
+	pipeMu sync.Mutex
+	pipes  map[pipeKey]*pipeIn
+	pipeID atomic.Uint64
+	// pipeLim is each world rank's first route's PipelineLimit: the
+	// largest PIPE a peer may send us (its own parameters are the job's).
+	pipeLim []int
+
 	// Queued work, pushed by Progress: control messages that found no
 	// room, rendezvous sends with fragments to push, peers whose queue holds
 	// sends that found no room. work counts them all, so that Progress skips
@@ -242,8 +264,9 @@ type module struct {
 	// The free lists of requests (per instance: instances do not share
 	// requests).
 	sendPool freeList[sendReq]
+	pipePool freeList[pipeIn]
 
-	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder atomic.Uint64
+	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder, nPipe atomic.Uint64
 }
 
 type btlPeek struct {
@@ -304,7 +327,7 @@ func (m *module) Stats() pml.Stats {
 	return pml.Stats{
 		LLPHits: llpHits, LLPFallbacks: m.nLLPFallbacks.Load(),
 		Eager: eager, Rendezvous: m.nRndv.Load(), RGet: m.nRget.Load(), RGetFallbacks: m.nRgetFallbacks.Load(),
-		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(),
+		Unexpected: m.nUnexpected.Load(), OutOfOrder: m.nOutOfOrder.Load(), Pipelined: m.nPipe.Load(),
 	}
 }
 
@@ -318,7 +341,7 @@ func (m *module) Finalize() error {
 		h.SetLevel(hclog.Info)
 		h.Info("counters", "llp_hits", s.LLPHits, "llp_fallbacks", s.LLPFallbacks,
 			"eager", s.Eager, "rendezvous", s.Rendezvous, "rget", s.RGet, "rget_fallbacks", s.RGetFallbacks,
-			"unexpected", s.Unexpected, "out_of_order", s.OutOfOrder)
+			"unexpected", s.Unexpected, "out_of_order", s.OutOfOrder, "pipelined", s.Pipelined)
 	}
 	return nil
 }
@@ -426,7 +449,8 @@ func (m *module) sendCtl(world int, typ byte, hdr []byte) {
 	case err == nil:
 	case isWouldBlock(err):
 		m.workMu.Lock()
-		m.ctl = append(m.ctl, ctlMsg{world, typ, hdr})
+		// A copy: callers may pass scratch space they reuse.
+		m.ctl = append(m.ctl, ctlMsg{world, typ, append([]byte(nil), hdr...)})
 		m.updateWork()
 		m.workMu.Unlock()
 	default:
@@ -504,7 +528,10 @@ func (m *module) peerLost(world int, cause error) {
 	m.reqMu.Unlock()
 	m.workMu.Lock()
 	for i := 0; i < len(m.streams); i++ {
-		if m.streams[i].world == world {
+		if r := m.streams[i]; r.world == world {
+			if r.proto == hdrPipe {
+				sends = append(sends, r) // in no table: fail it here
+			}
 			m.streams = append(m.streams[:i], m.streams[i+1:]...)
 			i--
 		}
@@ -520,6 +547,7 @@ func (m *module) peerLost(world int, cause error) {
 		r.guard.Withdraw()
 		r.finish(fail())
 	}
+	m.pipesLost(world, fail)
 
 	// Queued sends and posted receives, on every communicator.
 	for _, c := range *m.comms.Load() {

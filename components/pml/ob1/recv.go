@@ -44,6 +44,11 @@ type recvReq struct {
 	mod    *module
 	// nextFree links the request on its communicator's free list.
 	nextFree *recvReq
+	// scratch holds, on the fast path, an RGET's description copied out of
+	// the ring, then the FIN this receive sends (sendCtl copies it if it
+	// has to queue it): local arrays would escape into the transports'
+	// interface calls, an allocation per message.
+	scratch [64]byte
 }
 
 func (r *recvReq) freeLink() **recvReq { return &r.nextFree }
@@ -163,12 +168,19 @@ func (m *module) runAction(a *action) {
 	if a.msgLen > len(r.buf) {
 		r.st.Err = truncErr(a.msgLen, len(r.buf), a.src, a.tag)
 	}
+	if a.typ == hdrPipe {
+		// The first chunk is here; the rest comes unasked (pipe.go).
+		copy(r.buf[:r.want], a.data)
+		m.pipeMatched(r, a.world, a.srcReq, len(a.data))
+		return
+	}
 	if a.typ == hdrRget {
 		name, desc, _ := decodeRget(a.data) // checked at arrival
 		err := m.get(a.world, name, desc, r.buf[:r.want])
 		if err == nil {
-			var b [finLen]byte
-			m.sendCtl(a.world, hdrFin, putFin(b[:], a.srcReq))
+			// The header in r's scratch space: a local array would escape
+			// into the transport's interface call, an allocation per RGET.
+			m.sendCtl(a.world, hdrFin, putFin(r.scratch[:], a.srcReq))
 			r.finish(nil)
 			return
 		}
@@ -543,6 +555,9 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 		}
 		if bp != nil {
 			if t, frag, ok := bp.Peek(ep); ok {
+				if t == tagOf(hdrRget) || t == tagOf(hdrPipe) {
+					return m.takeRndvInPlace(c, src, tag, buf, m.peekBTL[w], frag) // pipe.go
+				}
 				var env pml.Envelope
 				var taken bool
 				var err error

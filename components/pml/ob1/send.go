@@ -29,6 +29,9 @@ type sendReq struct {
 	// referenced by the request until FIN, so the peer reads live memory.
 	id   uint64
 	rget []byte
+	// rgetBuf holds rget when it fits (a BTL name and a CMA description
+	// do), saving an allocation per message.
+	rgetBuf [48]byte
 
 	// After the ACK: bytes [off, want) go as FRAGs to dstReq. Only one
 	// goroutine at a time pushes a request's fragments (the ACK callback,
@@ -234,17 +237,28 @@ func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mod
 	switch {
 	case mode != pml.Synchronous && n <= route.Attr.EagerLimit-matchLen:
 		r.proto = hdrMatch
+	case mode != pml.Synchronous && n <= route.Attr.PipelineLimit:
+		// Eager in several fragments (pipe.go); the number names it in
+		// its PFRAGs, and no table holds it: no answer comes.
+		r.proto = hdrPipe
+		r.dstReq = m.pipeID.Add(1)
 	case n > route.Attr.EagerLimit-rndvLen && m.useRDMA:
 		r.proto = hdrRndv
 		if rd, ok := m.rdmaRoute(w); ok {
-			if p := rgetPayload(rd.Attr.Name, rd.Module.(btl.RDMA).Expose(buf)); rndvLen+len(p) <= route.Attr.EagerLimit {
+			var p []byte
+			if ae, ok := rd.Module.(btl.AppendExposer); ok {
+				p = ae.AppendExpose(rgetName(r.rgetBuf[:0], rd.Attr.Name), buf)
+			} else {
+				p = rgetPayload(r.rgetBuf[:0], rd.Attr.Name, rd.Module.(btl.RDMA).Expose(buf))
+			}
+			if rndvLen+len(p) <= route.Attr.EagerLimit {
 				r.proto, r.rget = hdrRget, p
 			}
 		}
 	default:
 		r.proto = hdrRndv
 	}
-	if r.proto != hdrMatch {
+	if r.proto != hdrMatch && r.proto != hdrPipe {
 		m.reqMu.Lock()
 		r.id = m.newIDLocked()
 		m.sends[r.id] = r
@@ -350,6 +364,16 @@ func (m *module) first(r *sendReq) bool {
 			r.finish(nil)
 			return true
 		}
+	case hdrPipe:
+		chunk := min(len(r.buf), route.Attr.MaxSendSize-rndvLen)
+		err = route.Module.Send(route.EP, tagOf(hdrPipe), putRndv(hb, hdrPipe, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.dstReq), r.buf[:chunk])
+		if err == nil {
+			m.nPipe.Add(1)
+			r.firstSent.Store(true)
+			r.off, r.want = chunk, len(r.buf)
+			m.pushPipe(r, route)
+			return true
+		}
 	case hdrRget:
 		err = route.Module.Send(route.EP, tagOf(hdrRget), putRndv(hb, hdrRget, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.rget)
 		if err == nil {
@@ -452,8 +476,42 @@ func (m *module) onFin(src int, frag []byte) {
 		return
 	}
 	if r := m.lookupSend(src, id, "FIN"); r != nil && m.unregister(r) {
+		// Out of the table, its buffer read: nothing of ob1 refers to r any
+		// more, so its Wait may recycle it (a fresh request per RGET cost
+		// the allocator and the page faults of a growing heap more than
+		// the rest of the software path).
+		r.SetRecycler(r)
 		r.finish(nil)
 	}
+}
+
+// pushPipe sends the PFRAGs of a pipelined message after its header, at
+// once, as far as the transport has room; the rest goes to the streams that
+// Progress pushes. Callers hold r.sp.mu (what they send to the peer after r
+// may overtake r's PFRAGs: the receiver places them by their offset).
+func (m *module) pushPipe(r *sendReq, route *btl.Route) {
+	room := max(1, route.Attr.MaxSendSize-fragLen)
+	for r.off < r.want {
+		end := min(r.off+room, r.want)
+		err := route.Module.Send(route.EP, tagOf(hdrPFrag), putFragOf(r.fhdr[:], hdrPFrag, fragHdr{r.dstReq, uint64(r.off)}), r.buf[r.off:end])
+		if isWouldBlock(err) {
+			m.workMu.Lock()
+			m.streams = append(m.streams, r)
+			m.updateWork()
+			m.workMu.Unlock()
+			return
+		}
+		if err != nil {
+			m.noteLost(r.world, err)
+			r.finish(sendErr(r.dst, err))
+			return
+		}
+		r.off = end
+	}
+	// All in the transport: nothing of ob1 refers to r any more, so its
+	// Wait may recycle it (as an eager send's).
+	r.SetRecycler(r)
+	r.finish(nil)
 }
 
 // pushStream sends up to pipeline FRAGs of r. It reports how many it sent
@@ -464,9 +522,13 @@ func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 	}
 	route := &m.bml.Peer(r.world).Send[0]
 	room := max(1, route.Attr.MaxSendSize-fragLen)
+	typ := byte(hdrFrag)
+	if r.proto == hdrPipe {
+		typ = hdrPFrag // dstReq holds our own number
+	}
 	for sent < m.pipeline && r.off < r.want {
 		end := min(r.off+room, r.want)
-		err := route.Module.Send(route.EP, tagOf(hdrFrag), putFrag(r.fhdr[:], fragHdr{r.dstReq, uint64(r.off)}), r.buf[r.off:end])
+		err := route.Module.Send(route.EP, tagOf(typ), putFragOf(r.fhdr[:], typ, fragHdr{r.dstReq, uint64(r.off)}), r.buf[r.off:end])
 		if isWouldBlock(err) {
 			return sent, false
 		}

@@ -50,6 +50,20 @@ func TestSuiteUnderMpirun(t *testing.T) {
 	}
 }
 
+// Pipelined messages of several fragments (shm's pipeline, with fragments
+// smaller than its limit) in real processes: the whole suite, whose
+// "pipeline" check crosses every threshold.
+func TestPipelineUnderMpirun(t *testing.T) {
+	out := mpirun(t, 120*time.Second, "--mca", "btl", "self,shm", "--mca", "btl_shm_max_send_size", "8k",
+		"--mca", "btl_shm_pipeline_limit", "64k", "-np", "3", bin.prog, "suite")
+	if got := strings.Count(out, "suite ok rank"); got != 3 {
+		t.Fatalf("%d ranks passed, want 3:\n%s", got, out)
+	}
+	if !regexp.MustCompile(`Pipelined:[1-9]`).MatchString(out) {
+		t.Fatalf("no rank sent a pipelined message:\n%s", out)
+	}
+}
+
 // A flood of a million small messages to a receiver that starts two seconds
 // late completes, and neither side's resident memory grows by more than
 // 64 MiB: the sender waits for room in the transport instead of queueing,
