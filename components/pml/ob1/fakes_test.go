@@ -41,9 +41,9 @@ var (
 func init() { mca.Register(theLLP); mca.Register(theBTL); mca.Register(theBTL2) }
 
 type testLLP struct {
-	enable, refuseEvery, hold *params.Param
-	mu                        sync.Mutex
-	hubs                      map[string]*llpHub
+	enable, refuseEvery, hold, peek *params.Param
+	mu                              sync.Mutex
+	hubs                            map[string]*llpHub
 }
 
 type llpHub struct {
@@ -59,6 +59,18 @@ func (c *testLLP) Register(r *mca.Registrar) {
 	c.enable = r.Add(params.Def{Name: "llp_testllp_enable", Type: params.Bool, Level: 9, Default: "false", Help: "test only"})
 	c.refuseEvery = r.Add(params.Def{Name: "llp_testllp_refuse_every", Type: params.Uint, Level: 9, Default: "0", Help: "test only"})
 	c.hold = r.Add(params.Def{Name: "llp_testllp_hold", Type: params.Uint, Level: 9, Default: "3", Help: "test only"})
+	c.peek = r.Add(params.Def{Name: "llp_testllp_peek", Type: params.Bool, Level: 9, Default: "false", Help: "test only"})
+}
+
+// peeks returns how often the receive fast path of rank in job peeked at
+// the test LLP (llp_testllp_peek).
+func (c *testLLP) peeks(job string, rank int) int64 {
+	c.mu.Lock()
+	hub := c.hubs[job]
+	c.mu.Unlock()
+	hub.mu.Lock()
+	defer hub.mu.Unlock()
+	return hub.mods[rank].peeks.Load()
 }
 
 func (c *testLLP) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
@@ -77,8 +89,19 @@ func (c *testLLP) Query(b *mca.Base, rt *rte.Runtime) (llp.Module, error) {
 	hub.mu.Lock()
 	hub.mods[m.rank] = m
 	hub.mu.Unlock()
+	if b.Get(c.peek).Bool() {
+		return blindPeeker{m}, nil
+	}
 	return m, nil
 }
+
+// blindPeeker is the test LLP with llp.MessagePeeker, so that ob1's receive
+// fast path polls it; its Peek finds nothing (messages still come through
+// Progress) and counts the looks.
+type blindPeeker struct{ *llpMod }
+
+func (p blindPeeker) Peek(int) ([]byte, bool) { p.peeks.Add(1); return nil, false }
+func (p blindPeeker) Done(int, bool)          {}
 
 type llpMsg struct {
 	src  int
@@ -92,6 +115,7 @@ type llpMod struct {
 	hold              int
 	fn                llp.RecvFunc
 	attempts, refused atomic.Uint64
+	peeks             atomic.Int64
 
 	mu    sync.Mutex
 	inbox []llpMsg

@@ -59,6 +59,7 @@ package ob1
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -120,6 +121,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		llpOf:    make([]llp.Module, job.Size),
 		peekOf:   make([]llp.MessagePeeker, job.Size),
 		peekBTL:  make([]btlPeek, job.Size),
+		unpeeked: make([][]btl.Module, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
 		sends:    map[uint64]*sendReq{},
 		recvs:    map[uint64]*recvReq{},
@@ -174,6 +176,13 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 				m.peekBTL[w] = btlPeek{p, routes[0].EP}
 			}
 		}
+		if w != m.me && m.peekOf[w] != nil && m.peekBTL[w].p == nil {
+			for _, r := range m.bml.Peer(w).Send {
+				if !slices.Contains(m.unpeeked[w], r.Module) {
+					m.unpeeked[w] = append(m.unpeeked[w], r.Module)
+				}
+			}
+		}
 	}
 	for _, t := range []byte{hdrMatch, hdrRndv, hdrRget, hdrAck, hdrFrag, hdrFin, hdrNotice, hdrPipe, hdrPFrag} {
 		env.BML.RegisterRecv(tagOf(t), m.recvBTL)
@@ -216,8 +225,14 @@ type module struct {
 	// it 5 %).
 	peekOf  []llp.MessagePeeker
 	peekBTL []btlPeek
-	llps    []llp.Module // the modules in use, for progress
-	lost    []atomic.Bool
+	// unpeeked are, per world rank whose LLP the fast path peeks at but
+	// whose BTL route it cannot (tcp, or eager striped over several), the
+	// modules that carry its other messages: the fast path progresses
+	// them now and then, or a message that took them would wait out its
+	// whole polling budget.
+	unpeeked [][]btl.Module
+	llps     []llp.Module // the modules in use, for progress
+	lost     []atomic.Bool
 
 	// comms is indexed by context id (copy on write: the receive path
 	// reads it without a lock). orphans holds headers that arrived for a

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/gompi/gompi/components/pml/ob1"
 	"github.com/gompi/gompi/internal/p2pcheck"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -275,4 +276,36 @@ func TestCountersOutliveTheirCommunicator(t *testing.T) {
 		}
 		return nil
 	}, mpitest.WithMCA("btl", "self,shm"))
+}
+
+// A blocking receive whose message comes over a BTL the fast path cannot
+// peek at (here tloop; tcp beside tofu in a job), while the peer has an LLP
+// the fast path polls, must notice the BTL's message long before the
+// polling budget runs out: the whole budget cost a 4 KiB tcp message ~30 µs.
+func TestFastPathSeesUnpeekedBTL(t *testing.T) {
+	const size = 2048 // above pml_ob1_llp_max_payload_size, below tloop's eager limit
+	sent := make(chan struct{}, 20) // rank 0 never blocks on it, even when rank 1 fails
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		for round := range 20 {
+			if r.Rank() == 0 {
+				if err := mpi.Send(c, make([]byte, size), 1, round); err != nil {
+					return err
+				}
+				sent <- struct{}{}
+				continue
+			}
+			<-sent // the message waits in the BTL before the receive starts
+			before := theLLP.peeks(r.JobID(), 1)
+			buf := make([]byte, size)
+			if _, err := mpi.Recv(c, buf, 0, round); err != nil {
+				return err
+			}
+			if n := theLLP.peeks(r.JobID(), 1) - before; n >= ob1.FastPolls {
+				return fmt.Errorf("round %d: the fast path peeked at the LLP %d times before it looked at the BTL (budget %d)", round, n, ob1.FastPolls)
+			}
+		}
+		return nil
+	}, withLLP(0, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"),
+		mpitest.WithMCA("llp_testllp_peek", "1"))...)
 }
