@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gompi/gompi/internal/strangers"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
 	"github.com/gompi/gompi/rte"
@@ -962,17 +963,9 @@ func TestModexFenceContext(t *testing.T) {
 // descriptors instead made the test flaky: a rank whose wait sleeps for
 // the first time opens its bell's socket then, and keeps it to Finalize.
 func modexSockets(job string) (int, error) {
-	inodes := map[string]bool{}
-	ents, err := os.ReadDir("/proc/self/fd")
+	inodes, err := testutil.SocketInodes()
 	if err != nil {
 		return 0, err
-	}
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			if in, ok := strings.CutPrefix(l, "socket:["); ok {
-				inodes[strings.TrimSuffix(in, "]")] = true
-			}
-		}
 	}
 	data, err := os.ReadFile("/proc/net/unix")
 	if err != nil {

@@ -387,3 +387,22 @@ func IsWatchdog(pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 	return err == nil && strings.HasPrefix(string(b), "mpirun [watchdog of ")
 }
+
+// SocketInodes returns the inodes of this process's open sockets, as
+// /proc/net/{tcp,tcp6,unix} name them: tests count the sockets of one kind
+// that the process holds by joining the two.
+func SocketInodes() (map[string]bool, error) {
+	inodes := map[string]bool{}
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
+			if in, ok := strings.CutPrefix(l, "socket:["); ok {
+				inodes[strings.TrimSuffix(in, "]")] = true
+			}
+		}
+	}
+	return inodes, nil
+}

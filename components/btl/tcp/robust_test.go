@@ -20,6 +20,7 @@ import (
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/btl/btltest"
 	"github.com/gompi/gompi/internal/strangers"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
@@ -594,17 +595,9 @@ func TestSendiAndFlowControl(t *testing.T) {
 // every descriptor made the test flaky: a rank whose wait sleeps for the
 // first time opens its bell's socket then, and keeps it to Finalize.
 func portSockets(ports map[uint16]bool) (int, error) {
-	inodes := map[string]bool{}
-	ents, err := os.ReadDir("/proc/self/fd")
+	inodes, err := testutil.SocketInodes()
 	if err != nil {
 		return 0, err
-	}
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			if in, ok := strings.CutPrefix(l, "socket:["); ok {
-				inodes[strings.TrimSuffix(in, "]")] = true
-			}
-		}
 	}
 	n, tables := 0, 0
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
@@ -738,17 +731,9 @@ func TestSilentConnections(t *testing.T) {
 // establishedSockets counts this process's established TCP sockets with
 // either port in ports: both ends of a connection between goroutine ranks.
 func establishedSockets(ports map[uint16]bool) (int, error) {
-	inodes := map[string]bool{}
-	ents, err := os.ReadDir("/proc/self/fd")
+	inodes, err := testutil.SocketInodes()
 	if err != nil {
 		return 0, err
-	}
-	for _, e := range ents {
-		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil {
-			if in, ok := strings.CutPrefix(l, "socket:["); ok {
-				inodes[strings.TrimSuffix(in, "]")] = true
-			}
-		}
 	}
 	n := 0
 	for _, table := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
