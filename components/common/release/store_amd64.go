@@ -13,3 +13,13 @@ func Store(p *atomic.Uint64, v uint64) { store((*uint64)(unsafe.Pointer(p)), v) 
 
 //go:noescape
 func store(p *uint64, v uint64)
+
+// PrefetchW asks for the cache line holding *p in the writable state,
+// without waiting: a producer calls it on the ring line it writes next, so
+// that the consumer's copy of that line is given up while the producer does
+// other work, rather than during the next fence (any locked instruction,
+// such as a mutex's) that waits for the stores before it.
+func PrefetchW(p *byte) { prefetchW(p) }
+
+//go:noescape
+func prefetchW(p *byte)

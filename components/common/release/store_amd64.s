@@ -9,3 +9,11 @@ TEXT ·store(SB), NOSPLIT, $0-16
 	MOVQ v+8(FP), BX
 	MOVQ BX, 0(AX)
 	RET
+
+// func prefetchW(p *byte)
+// PREFETCHW (0F 0D /1): ask for the line in the writable state now, so that
+// a later store to it does not wait for another core to give it up.
+TEXT ·prefetchW(SB), NOSPLIT, $0-8
+	MOVQ p+0(FP), AX
+	BYTE $0x0F; BYTE $0x0D; BYTE $0x08
+	RET

@@ -9,3 +9,6 @@ import "sync/atomic"
 // is sync/atomic's store (a full fence where the hardware needs one for
 // release, and what the race detector sees).
 func Store(p *atomic.Uint64, v uint64) { p.Store(v) }
+
+// PrefetchW does nothing here: see the amd64 version.
+func PrefetchW(p *byte) {}

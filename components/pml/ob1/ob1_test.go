@@ -283,7 +283,7 @@ func TestCountersOutliveTheirCommunicator(t *testing.T) {
 // the fast path polls, must notice the BTL's message long before the
 // polling budget runs out: the whole budget cost a 4 KiB tcp message ~30 µs.
 func TestFastPathSeesUnpeekedBTL(t *testing.T) {
-	const size = 2048 // above pml_ob1_llp_max_payload_size, below tloop's eager limit
+	const size = 2048               // above pml_ob1_llp_max_payload_size, below tloop's eager limit
 	sent := make(chan struct{}, 20) // rank 0 never blocks on it, even when rank 1 fails
 	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 		c := r.CommWorld()
