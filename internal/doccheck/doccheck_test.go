@@ -43,7 +43,7 @@ func guideFiles(t *testing.T) []string {
 }
 
 func TestParse(t *testing.T) {
-	text := "# t\n\n```sh\nnot runnable\n```\n\n```sh runnable\necho one\n````\nstill in\n```\n\n" +
+	text := "# t\n\n```sh\nnot runnable\n```\n\n````sh runnable\necho one\n```\nstill in\n````\n\n" +
 		"~~~~sh runnable root netns timeout=20\necho two\n~~~~\n```go\nx := 1\n```\n"
 	blocks, err := Parse("t.md", text)
 	if err != nil {
@@ -52,7 +52,7 @@ func TestParse(t *testing.T) {
 	if len(blocks) != 2 {
 		t.Fatalf("%d blocks, want 2: %+v", len(blocks), blocks)
 	}
-	if b := blocks[0]; b.Line != 7 || b.Script != "echo one\n````\nstill in\n" || len(b.Requires) != 0 || b.Timeout != DefaultTimeout {
+	if b := blocks[0]; b.Line != 7 || b.Script != "echo one\n```\nstill in\n" || len(b.Requires) != 0 || b.Timeout != DefaultTimeout {
 		t.Errorf("first block: %+v", b)
 	}
 	if b := blocks[1]; b.Line != 13 || b.Script != "echo two\n" || strings.Join(b.Requires, ",") != "root,netns" || b.Timeout != 20*time.Second {
