@@ -139,6 +139,12 @@ func TestGuide(t *testing.T) {
 	before := treeFiles(t, abs)
 	for _, b := range all {
 		t.Run(fmt.Sprintf("%s:%d", b.File, b.Line), func(t *testing.T) {
+			// Under pipefail, head's early exit kills the writer with
+			// SIGPIPE when it has more to write: a block that fails now
+			// and then. sed -n reads everything.
+			if m := pipeHead.FindString(b.Script); m != "" {
+				t.Fatalf("%s:%d: %q: write | sed -n 1,Np instead of | head (SIGPIPE under pipefail)", b.File, b.Line, m)
+			}
 			for _, req := range b.Requires {
 				if why := missing(req); why != "" {
 					// Under CI=true the block must run, unless only
@@ -214,6 +220,8 @@ func treeFiles(t *testing.T, dir string) map[string]bool {
 	}
 	return files
 }
+
+var pipeHead = regexp.MustCompile(`\|\s*head\b[^|\n]*`)
 
 var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 
