@@ -18,6 +18,8 @@
 // run under go test -short), timeout=SECONDS (default 300). Any other word is
 // an error, so that a typo cannot silently turn a check off.
 //
+// go test -short skips the blocks (the plain pass runs them).
+//
 // A block runs with bash -e -o pipefail from the repository's root, with
 // HOME and TMPDIR set to empty temporary directories: a block that writes
 // files must write them under one of those.

@@ -110,6 +110,12 @@ const prelude = `go() {
 // TestGuide runs every runnable block of the guide, in order, each from the
 // repository's root with a fresh HOME and TMPDIR.
 func TestGuide(t *testing.T) {
+	if testing.Short() {
+		// The blocks run programs in processes of their own: the plain
+		// pass of go test ./... runs them; the -race -short pass would
+		// only run them again, uninstrumented.
+		t.Skip("the guide's blocks run in the plain pass (not under -short)")
+	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		t.Fatal(err)
