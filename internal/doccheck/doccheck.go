@@ -14,8 +14,8 @@
 //	```
 //
 // Requirements: root (the test runs as root), netns (network namespaces can
-// be made: "ip netns add" works), mpich (mpiexec.mpich is on PATH), long (not
-// run under go test -short), timeout=SECONDS (default 300). Any other word is
+// be made: "ip netns add" works), mpich (mpiexec.mpich is on PATH),
+// timeout=SECONDS (default 300). Any other word is
 // an error, so that a typo cannot silently turn a check off.
 //
 // go test -short skips the blocks (the plain pass runs them).
@@ -39,14 +39,14 @@ type Block struct {
 	File     string        // the file, as given to Parse
 	Line     int           // the line of the opening fence, from 1
 	Script   string        // the block's text, without its fences
-	Requires []string      // root, netns, mpich, long: in the order written
+	Requires []string      // root, netns, mpich: in the order written
 	Timeout  time.Duration // how long the block may run
 }
 
 // DefaultTimeout bounds a block that does not say timeout=.
 const DefaultTimeout = 300 * time.Second
 
-var known = map[string]bool{"root": true, "netns": true, "mpich": true, "long": true}
+var known = map[string]bool{"root": true, "netns": true, "mpich": true}
 
 // Parse returns the runnable blocks of the markdown text of file (used in
 // positions only). Fences of backticks or tildes, three or more, as
@@ -91,7 +91,7 @@ func Parse(file, text string) ([]Block, error) {
 					}
 					b.Timeout = time.Duration(n) * time.Second
 				default:
-					return nil, fmt.Errorf("%s:%d: unknown requirement %q of a runnable block; known: root, netns, mpich, long, timeout=SECONDS", file, line, w)
+					return nil, fmt.Errorf("%s:%d: unknown requirement %q of a runnable block; known: root, netns, mpich, timeout=SECONDS", file, line, w)
 				}
 			}
 			cur = &b

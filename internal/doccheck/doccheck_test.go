@@ -89,10 +89,6 @@ func missing(req string) string {
 		if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
 			return "needs MPICH's mpiexec.mpich (apt-get install mpich)"
 		}
-	case "long":
-		if testing.Short() {
-			return "long: not run under -short"
-		}
 	}
 	return ""
 }
@@ -155,7 +151,7 @@ func TestGuide(t *testing.T) {
 				if why := missing(req); why != "" {
 					// Under CI=true the block must run, unless only
 					// another kernel would run it (as .ci/run's suites).
-					if os.Getenv("CI") == "true" && !strings.HasPrefix(why, "kernel:") && req != "long" {
+					if os.Getenv("CI") == "true" && !strings.HasPrefix(why, "kernel:") {
 						t.Fatalf("%s:%d: cannot run here (CI=true): %s", b.File, b.Line, why)
 					}
 					t.Skipf("%s:%d: %s", b.File, b.Line, why)
