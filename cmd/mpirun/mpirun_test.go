@@ -380,6 +380,9 @@ func TestBadInput(t *testing.T) {
 		{[]string{"-np", "2", "--timeout", "0.5", bin.rankprog, "sleep"}, `timeout after 0.5s: ending the job \(ranks still running: 0, 1\)`, 124},
 		{[]string{"-np", "2", "--mca", "btl", "nosuch", bin.hello}, `no btl component "nosuch"; btl components: self, shm, tcp`, 1},
 		{[]string{"-np", "2", "--mca", "btl", "self", bin.hello}, `rank \d cannot reach rank \d: BTLs tried: self`, 1},
+		// A launch agent that fails for every rank (a host name ssh
+		// cannot resolve): no rank ever speaks PMI, and mpirun must still end.
+		{[]string{"-np", "2", "--host", "x:1,y:1", "--mca", "plm_rsh_agent", "/bin/false", bin.hello}, `rank 1 \(pid \d+, host y\) exited with code 1`, 1},
 	}
 	for i, c := range cases {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {

@@ -39,11 +39,15 @@ func (j *job) drain(outputs *sync.WaitGroup) {
 	outputs.Wait()
 	// The notices of lost peers that ranks sent before they ended are read
 	// (their PMI conversations are over) unless a child holds the socket.
-	deadline := time.After(200 * time.Millisecond)
+	// One deadline for all: once it has fired, a rank whose PMI
+	// conversation never began (its launch agent failed) is not waited for.
+	deadline := time.NewTimer(200 * time.Millisecond)
+	defer deadline.Stop()
 	for _, rs := range j.ranks {
 		select {
 		case <-rs.served:
-		case <-deadline:
+		case <-deadline.C:
+			return
 		}
 	}
 }
