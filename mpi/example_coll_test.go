@@ -344,3 +344,89 @@ func ExampleNewOp() {
 	}
 	// Output: M0·M1·M2 = [4 1 2 1]
 }
+
+// Alltoallv is the all-to-all of a sparse or uneven exchange: rank i sends
+// sendCounts[j] elements to rank j. Here rank i sends j+1 copies of its
+// rank to rank j; each rank first learns how much it will receive with an
+// Alltoall of the counts, the usual two-step pattern.
+func ExampleAlltoallv() {
+	const n = 3
+	got := make([][]int, n)
+	err := mpitest.RunErr(n, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		me := w.Rank()
+		sendCounts, sendDispls := make([]int, n), make([]int, n)
+		var send []int
+		for j := 0; j < n; j++ {
+			sendCounts[j], sendDispls[j] = j+1, len(send)
+			for k := 0; k <= j; k++ {
+				send = append(send, me)
+			}
+		}
+		recvCounts := make([]int, n)
+		if err := mpi.Alltoall(w, sendCounts, recvCounts); err != nil {
+			return err
+		}
+		recvDispls, total := make([]int, n), 0
+		for j, c := range recvCounts {
+			recvDispls[j], total = total, total+c
+		}
+		recv := make([]int, total)
+		if err := mpi.Alltoallv(w, send, sendCounts, sendDispls, recv, recvCounts, recvDispls); err != nil {
+			return err
+		}
+		got[me] = recv
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for rank, recv := range got {
+		fmt.Println("rank", rank, recv)
+	}
+	// Output:
+	// rank 0 [0 1 2]
+	// rank 1 [0 0 1 1 2 2]
+	// rank 2 [0 0 0 1 1 1 2 2 2]
+}
+
+// Ibcast starts a broadcast and returns: the ranks compute meanwhile and
+// wait when they need the data. Several nonblocking collectives may be in
+// flight at once, here a broadcast and a barrier, completed by one
+// Waitall; every rank starts them in the same order.
+func ExampleIbcast() {
+	const n = 4
+	got := make([]string, n)
+	err := mpitest.RunErr(n, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		table := make([]int32, 4)
+		if w.Rank() == 0 {
+			copy(table, []int32{2, 3, 5, 7})
+		}
+		bc, err := mpi.Ibcast(w, table, 0)
+		if err != nil {
+			return err
+		}
+		bar, err := mpi.Ibarrier(w)
+		if err != nil {
+			return err
+		}
+		local := w.Rank() * w.Rank() // work that does not touch table
+		if err := mpi.Waitall([]*mpi.Request{bc, bar}, nil); err != nil {
+			return err
+		}
+		got[w.Rank()] = fmt.Sprint(table, " ", local)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for rank, s := range got {
+		fmt.Println("rank", rank, s)
+	}
+	// Output:
+	// rank 0 [2 3 5 7] 0
+	// rank 1 [2 3 5 7] 1
+	// rank 2 [2 3 5 7] 4
+	// rank 3 [2 3 5 7] 9
+}
