@@ -11,6 +11,11 @@
 // overlapping groups need different tags. Package mpi uses lwgrp inside
 // Comm.CreateGroup.
 //
+// Start with LogRingFromComm (every rank of a communicator) or
+// LogRingFromList (chosen ranks, made locally by the members alone), then
+// split with Split or SplitBin, and run collectives on the group or its
+// LogChain.
+//
 // A recursive-halving sort shows the point (Example_recursiveHalvingSort):
 // at every level a group splits in two with SplitBin and each half sorts
 // on, where communicators would cost a context-id agreement per level.

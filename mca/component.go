@@ -28,6 +28,16 @@
 //
 // A component value belongs to one catalogue: it keeps the handles of the
 // parameters it registered there.
+//
+// # Where to start
+//
+// A program that only uses gompi does not import mca: components are chosen
+// with MCA parameters (mpirun --mca, OMPI_MCA_ variables, files), and
+// ompi_info lists them. A component author implements Component and the
+// Query of its framework (coll.Component for collectives), and calls
+// Register from init (ExampleRegister is a whole coll component);
+// docs/components.md walks through it, and through plugins, which package
+// plugin loads.
 package mca
 
 import (

@@ -1,14 +1,3 @@
-// Package mpi is gompi's public API.
-//
-//	inst, err := mpi.Init()
-//	if err != nil { log.Fatal(err) }
-//	defer inst.Finalize()
-//	fmt.Println("rank", inst.Rank(), "of", inst.Size())
-//
-// Everything belongs to an Instance: parameter values, selected components,
-// the connection to the launcher. There is no package-level job state, so
-// that several instances can live in one process (goroutine ranks in tests)
-// and an instance can be finalized and a new one started.
 package mpi
 
 import (

@@ -10,6 +10,12 @@
 // rank to fail (return an error, panic, or call Abort) fails the test; the
 // others are aborted: their pending and later calls into the runtime fail.
 // Run finalizes the ranks whose function returned nil without finalizing.
+//
+// Start with Run in a test, or RunErr where there is no testing.T (the
+// examples of package mpi run on it). Options set what a launcher would:
+// WithMCA an MCA parameter, WithNodes a layout of ranks on pretend nodes,
+// WithEnv the environment. Rank.Die kills a rank as SIGKILL would, to test
+// recovery.
 package mpitest
 
 import (

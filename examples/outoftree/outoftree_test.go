@@ -1,6 +1,3 @@
-// Package outoftree holds the out-of-tree component examples, each a Go
-// module of its own (a replace points it at this repository); its test
-// builds them as a user would and runs them under mpirun.
 package outoftree
 
 import (

@@ -1,7 +1,3 @@
-// Package netns runs gompi jobs across simulated hosts: network namespaces
-// made by setup.sh, each with its own interfaces, host name, IPC space and
-// /dev/shm, joined by a bridge; agent.sh runs a command on one as ssh would.
-// The tests need root and iproute2, and skip without them.
 package netns
 
 import (

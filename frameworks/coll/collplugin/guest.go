@@ -2,6 +2,15 @@
 // plugin's main calls. It links go-plugin and gRPC, so gompi programs do
 // not import it; their side of a plugin is package collhost, which
 // components/builtin imports.
+//
+// Start with Guest: name the plugin, list the operations it may fill and
+// write Schedule, which answers with a schedule (package schedule: rounds of
+// send, receive, reduce and copy steps) that the host validates and runs
+// natively; main calls Serve with it. Build the executable as
+// gompi-coll-<Name> into a directory on mca_base_component_path. ExampleGuest
+// shows what the host does with a schedule; examples/outoftree/plugin is a
+// whole plugin, and docs/components.md and docs/plugin-wire.md describe the
+// rest.
 package collplugin
 
 import (
