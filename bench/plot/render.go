@@ -105,17 +105,16 @@ func build(f Figure) (*plot.Plot, error) {
 		xmin, xmax = xmin/2, xmax*2
 	}
 	p.X.Min, p.X.Max = xmin/1.2, xmax*1.2
-	n := float64(len(f.Series))
 	if f.LogY {
+		n := float64(len(f.Series))
 		if ymin == ymax {
 			ymin, ymax = ymin/2, ymax*2
 		}
 		p.Y.Min, p.Y.Max = ymin/1.2, ymax*math.Pow(10, 0.15*n)
 	} else {
-		if ymax <= 0 {
-			ymax = 1
-		}
-		p.Y.Min, p.Y.Max = math.Min(0, ymin), ymax*(1+0.3*n) // a share per legend line
+		// The linear axis is overlap's, in percent: 0 to 100 unless the
+		// data leave it.
+		p.Y.Min, p.Y.Max = math.Min(0, ymin), math.Max(100, ymax*1.1)
 	}
 	return p, nil
 }
