@@ -59,12 +59,18 @@
 #            written into the copy of pingpong.c, so Open MPI measures the same ones)
 #   ONLY     space-separated subset of the configurations above
 #
+# Every mode ends with SVG plots beside the tables in OUT (bench/plot.sh,
+# which re-makes them from a results folder): latency and bandwidth against
+# message size, log-log, per placement (p2p); µs per call against size per
+# operation and rank count (coll); pure latency and overlap (nbc).
+#
 # Usage: bench/compare.sh            (about 6 minutes with REPS=5)
 #        python3 bench/compare_summary.py <OUT>   (the tables again)
 #        MODE=coll REPS=5 bench/compare.sh         (about 10 minutes)
 #        python3 bench/compare_coll_summary.py <OUT>
 #        MODE=nbc REPS=5 bench/compare.sh          (about 15 minutes)
 #        python3 bench/compare_nbc_summary.py <OUT>
+#        bench/plot.sh <OUT>                       (the plots again)
 set -euo pipefail
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -197,10 +203,20 @@ nbc() {
   done
 }
 
+# plots: the SVG plots beside the tables (bench/plot.sh, which can also
+# re-make them later from the folder). A run is long: if drawing fails, the
+# raw files and tables stay and the run still succeeds.
+plots() {
+  bash "$HERE/plot.sh" "$OUT" >"$OUT/plots.log" 2>&1 ||
+    echo "compare.sh: the plots failed (see $OUT/plots.log); re-make them with bench/plot.sh $OUT" >&2
+  grep -h '\.svg$' "$OUT/plots.log" | sed 's/^/plot: /' >&2 || true
+}
+
 if [ "$MODE" = nbc ]; then
   "$GMPIRUN" -np 2 "$GBENCH" nbc --sizes 8 --iterations 100 >/dev/null || die "gompi-bench does not run"
   for np in $NPS; do nbc "$np"; done
   python3 "$HERE/compare_nbc_summary.py" "$OUT" | tee "$OUT/tables.md"
+  plots
   echo "raw results: $OUT" >&2
   exit 0
 fi
@@ -209,6 +225,7 @@ if [ "$MODE" = coll ]; then
   "$GMPIRUN" -np 2 "$GBENCH" allreduce --sizes 8 --iterations 100 >/dev/null || die "gompi-bench does not run"
   for np in $NPS; do coll "$np"; done
   python3 "$HERE/compare_coll_summary.py" "$OUT" | tee "$OUT/tables.md"
+  plots
   echo "raw results: $OUT" >&2
   exit 0
 fi
@@ -235,4 +252,5 @@ for r in $(seq 1 "$REPS"); do
 done
 
 python3 "$HERE/compare_summary.py" "$OUT" | tee "$OUT/tables.md"
+plots
 echo "raw results: $OUT" >&2

@@ -9,17 +9,21 @@ between ranks 0 and 1 where they exist (2 ranks), and `shm_limit probe`
 before and after the run (probe.log) always. Cells are medians over runs
 [count]; ratios are gompi's median over the other's, in one placement.
 
-Usage: compare_coll_summary.py RESULT_DIR [near|far|all ...]
+Usage: compare_coll_summary.py [--csv FILE] RESULT_DIR [near|far|all ...]
+
+--csv FILE also writes the medians (near, far and all placements) to FILE in
+bench/plot's medians.csv form (placement.py's MEDIANS_FIELDS).
 """
 import glob
 import os
 import statistics
 import sys
 
-from placement import kv, run_probes, state_of
+from placement import csv_arg, kv, run_probes, state_of, write_medians
 
-D = sys.argv[1] if len(sys.argv) > 1 else "."
-STATES = sys.argv[2:] or ["near", "all"]
+CSV, ARGS = csv_arg(sys.argv[1:])
+D = ARGS[0] if ARGS else "."
+STATES = ARGS[1:] or ["near", "all"]
 SIDES = ["ompi", "mpich", "gompi"]
 
 
@@ -99,3 +103,14 @@ for state in STATES:
                 print(f"| {what} | {s if what != 'barrier' else '–'} | {cell(v['ompi'])} | {cell(v['mpich'])} | "
                       f"{cell(v['gompi'])} | {ratio(v['gompi'], v['ompi'])} | {ratio(v['gompi'], v['mpich'])} |")
         print()
+
+if CSV:
+    rows = []
+    for st in ("near", "far", "all"):
+        for (side, np, what), bysize in sorted(records.items()):
+            for size in sorted(bysize):
+                v = vals(side, np, what, size, st)
+                if v:
+                    rows.append({"mode": "coll", "placement": st, "config": side, "op": what, "metric": "time",
+                                 "ranks": np, "size": size, "value": med(v), "unit": "us", "runs": len(v)})
+    write_medians(CSV, rows)

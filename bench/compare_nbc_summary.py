@@ -19,17 +19,22 @@ mpi-anchors/summarize.py): the line's own pre=/post= (two ranks only) and
 over runs [count]; ratios are gompi's median over the other's, in one
 placement.
 
-Usage: compare_nbc_summary.py RESULT_DIR [near|far|all ...]
+Usage: compare_nbc_summary.py [--csv FILE] RESULT_DIR [near|far|all ...]
+
+--csv FILE also writes the medians of nbc.c's figures (pure_us, overlap,
+overlap_t of ibarrier and iallreduce; near, far and all placements) to FILE
+in bench/plot's medians.csv form (placement.py's MEDIANS_FIELDS).
 """
 import glob
 import os
 import statistics
 import sys
 
-from placement import kv, run_probes, state_of
+from placement import csv_arg, kv, run_probes, state_of, write_medians
 
-D = sys.argv[1] if len(sys.argv) > 1 else "."
-STATES = sys.argv[2:] or ["near", "far", "all"]
+CSV, ARGS = csv_arg(sys.argv[1:])
+D = ARGS[0] if ARGS else "."
+STATES = ARGS[1:] or ["near", "far", "all"]
 SIDES = ["ompi", "mpich", "gompi"]
 NBC = ("ibarrier", "iallreduce")
 
@@ -126,3 +131,17 @@ for state in STATES:
                       f"| {'–' if not done else f'{med(done):.2f}'} | {cell(g(op + '_w', 'pure_cpu_us'))} "
                       f"| {cell(g(op + '_w', 'pure_csw'))} |")
         print()
+
+if CSV:
+    rows = []
+    for st in ("near", "far", "all"):
+        for (side, np, op, size) in sorted(records):
+            if op not in NBC:
+                continue
+            for field, metric, unit in (("pure_us", "pure", "us"), ("overlap", "overlap", "%"),
+                                        ("overlap_t", "overlap_t", "%")):
+                v = vals(side, np, op, size, field, st)
+                if v:
+                    rows.append({"mode": "nbc", "placement": st, "config": side, "op": op, "metric": metric,
+                                 "ranks": np, "size": size, "value": med(v), "unit": unit, "runs": len(v)})
+    write_medians(CSV, rows)

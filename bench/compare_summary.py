@@ -8,7 +8,10 @@ otherwise, as mpi-anchors/summarize.py. Each cell is the median over the
 runs in that placement, with [the number of runs]; ratios are gompi's median
 over Open MPI's, in the same placement.
 
-Usage: compare_summary.py RESULT_DIR [near|far|all ...]
+Usage: compare_summary.py [--csv FILE] RESULT_DIR [near|far|all ...]
+
+--csv FILE also writes the medians (near, far and all placements) to FILE in
+bench/plot's medians.csv form (placement.py's MEDIANS_FIELDS).
 """
 import glob
 import os
@@ -16,8 +19,11 @@ import re
 import statistics
 import sys
 
-D = sys.argv[1] if len(sys.argv) > 1 else "."
-STATES = sys.argv[2:] or ["near", "far", "all"]
+from placement import csv_arg, write_medians
+
+CSV, ARGS = csv_arg(sys.argv[1:])
+D = ARGS[0] if ARGS else "."
+STATES = ARGS[1:] or ["near", "far", "all"]
 NEAR, FAR = 120.0, 150.0
 
 OMPI = ["ompi-vader", "ompi-tcp"]
@@ -213,3 +219,15 @@ if os.path.exists(pl):
         print("## Placement probes between runs (`shm_limit probe`)\n")
         print(f"{len(v)} probes: median {fmt(statistics.median(v))} ns, min {fmt(min(v))} ns, max {fmt(max(v))} ns; "
               f"{sum(1 for x in v if x < NEAR)} below {NEAR:.0f} ns (near), {sum(1 for x in v if x > FAR)} above {FAR:.0f} ns (far).\n")
+
+if CSV:
+    rows = []
+    for st in ("near", "far", "all"):
+        for (cfg, kind), bysize in sorted(records.items()):
+            for size in sorted(bysize):
+                v = values(cfg, kind, size, st)
+                if v:
+                    rows.append({"mode": "p2p", "placement": st, "config": cfg, "op": "p2p",
+                                 "metric": "latency" if kind == "lat" else "bandwidth", "ranks": 2, "size": size,
+                                 "value": med(v), "unit": "us" if kind == "lat" else "MB/s", "runs": len(v)})
+    write_medians(CSV, rows)

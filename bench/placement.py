@@ -35,3 +35,36 @@ def run_probes(d):
             if "ns" in f:
                 probes.setdefault((label, f["rep"]), []).append(float(f["ns"]))
     return probes
+
+
+# medians.csv: the machine-readable form of a summary's medians, which
+# bench/plot (the SVG plotter) reads. One row per (placement, configuration,
+# operation, metric, ranks, size); value is the median over runs.
+MEDIANS_FIELDS = ["mode", "placement", "config", "op", "metric", "ranks", "size", "value", "unit", "runs"]
+
+
+def csv_arg(argv):
+    """Takes "--csv PATH" (or "--csv=PATH") out of argv: (PATH or None, the other arguments)."""
+    path, rest, i = None, [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--csv" and i + 1 < len(argv):
+            path, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--csv="):
+            path = a[len("--csv="):]
+        else:
+            rest.append(a)
+        i += 1
+    return path, rest
+
+
+def write_medians(path, rows):
+    """Writes rows (dicts with MEDIANS_FIELDS) as CSV with a header line."""
+    import csv
+
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=MEDIANS_FIELDS, lineterminator="\n")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
