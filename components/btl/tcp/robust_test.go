@@ -215,6 +215,13 @@ func isReset(err error) bool {
 	return errors.As(err, &oe) && !oe.Timeout()
 }
 
+// onLoopback keeps a test's listeners on loopback. The tests that dial the
+// addresses a rank published would otherwise also dial the bridges that
+// simulated hosts (test/netns, the guide's checks in internal/doccheck) add
+// to this namespace, and those packages' tests remove them at any moment:
+// "network is unreachable".
+var onLoopback = mpitest.WithMCA("btl_tcp_if_include", "lo")
+
 func cardOf(r *mpitest.Rank, rank int) ([]netip.AddrPort, error) {
 	card, err := r.Runtime().Modex().GetProc(rank, tcp.CardKey)
 	if err != nil {
@@ -312,7 +319,7 @@ func TestHandshakeAttacks(t *testing.T) {
 		}
 		return h2.Sweep(peer, btltest.Sizes(64<<10), liveness)
 	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("btl_tcp_handshake_timeout", "300"),
-		mpitest.WithMCA("btl_base_verbose", "10"))
+		mpitest.WithMCA("btl_base_verbose", "10"), onLoopback)
 }
 
 // errorRecorder keeps the first lost-peer report; the callback runs inside
@@ -397,7 +404,7 @@ func TestProtocolError(t *testing.T) {
 					}
 				}
 				return rt.Barrier()
-			}, mpitest.WithMCA("btl", "self,tcp"))
+			}, mpitest.WithMCA("btl", "self,tcp"), onLoopback)
 		})
 	}
 }
@@ -504,7 +511,7 @@ func testPeerLost(t *testing.T, zeroSends, oneSends, fill bool, opt mpitest.Opti
 		}
 		t.Logf("rank 0 was told: %v", lost.err)
 		return nil
-	}, mpitest.WithMCA("btl", "self,tcp"), opt)
+	}, mpitest.WithMCA("btl", "self,tcp"), opt, onLoopback)
 }
 
 // Sendi never queues: with output waiting, it refuses; Send then reports
@@ -725,7 +732,7 @@ func TestSilentConnections(t *testing.T) {
 			}
 		}
 		return h.Sweep(peer, btltest.Sizes(64<<10), liveness)
-	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("btl_tcp_handshake_timeout", fmt.Sprint(timeout.Milliseconds())))
+	}, mpitest.WithMCA("btl", "self,tcp"), mpitest.WithMCA("btl_tcp_handshake_timeout", fmt.Sprint(timeout.Milliseconds())), onLoopback)
 }
 
 // establishedSockets counts this process's established TCP sockets with
@@ -857,7 +864,7 @@ func TestOneConnectionPerPair(t *testing.T) {
 				}
 			}
 			return rt.Barrier()
-		}, mpitest.WithMCA("btl", "self,tcp"))
+		}, mpitest.WithMCA("btl", "self,tcp"), onLoopback)
 		t.Logf("round %d: %d crossing dials deferred", round, deferred.Load())
 	}
 }
