@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"gonum.org/v1/plot"
@@ -45,6 +46,9 @@ func Render(f Figure, w io.Writer) (err error) {
 func build(f Figure) (*plot.Plot, error) {
 	p := plot.New()
 	p.Title.Text = f.Title
+	// The titles name the placement and its probe bound: at the default
+	// size they ran past the right edge.
+	p.Title.TextStyle.Font.Size = vg.Points(10)
 	p.X.Label.Text = f.XLabel
 	p.Y.Label.Text = f.YLabel
 	var xs []float64
@@ -157,6 +161,7 @@ func sizeLabel(v float64) string {
 // benchmark's default), else the powers of 8 (1, 8, 64, 512, 4k, ...);
 // powers of 2 between them get unlabelled ticks.
 func sizeTicks(xs []float64) plot.Ticker {
+	const minLabelGap = 3.5
 	seen := map[float64]bool{}
 	var major []float64
 	for _, x := range xs {
@@ -168,14 +173,24 @@ func sizeTicks(xs []float64) plot.Ticker {
 	if len(major) > 14 {
 		major = nil
 	}
+	slices.Sort(major)
 	return plot.TickerFunc(func(min, max float64) []plot.Tick {
 		var ts []plot.Tick
 		labelled := map[float64]bool{}
+		// A measured size within a factor of minLabelGap of the last
+		// labelled one gets a tick but no label: 8k, 16k and 32k labelled
+		// side by side ran into each other ("16k32k64k").
+		last := 0.0
 		for _, x := range major {
-			if x >= min && x <= max {
-				ts = append(ts, plot.Tick{Value: x, Label: sizeLabel(x)})
-				labelled[x] = true
+			if x < min || x > max {
+				continue
 			}
+			l := ""
+			if last == 0 || x >= last*minLabelGap {
+				l, last = sizeLabel(x), x
+			}
+			ts = append(ts, plot.Tick{Value: x, Label: l})
+			labelled[x] = true
 		}
 		for e := 0; e < 63; e++ {
 			v := math.Ldexp(1, e)
