@@ -588,6 +588,9 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 				if b.Progress() > 0 {
 					// What arrived went through matching: the normal
 					// path finds it (or waits on, for another message).
+					// Wake whoever sleeps on what else arrived, as the
+					// engine's own progress does.
+					m.eng.Wake()
 					return pml.Envelope{}, false, nil
 				}
 			}
