@@ -133,6 +133,20 @@ type Reducer struct {
 // Commutative reports whether the reducer's op is commutative.
 func (r Reducer) Commutative() bool { return r.Op.Commutative() }
 
+// Same reports whether r and s are the same binding: the same op, element
+// size and Apply closure (one binding, made once and kept, as package
+// mpi's reducers are). Two bindings of one op to two types of one size
+// have different closures, so they differ.
+func (r Reducer) Same(s Reducer) bool {
+	return r.Op == s.Op && r.Size == s.Size && closure(r.Apply) == closure(s.Apply)
+}
+
+// closure is f's closure pointer: its identity, which == cannot compare
+// for funcs (a func value is a pointer to its closure).
+func closure(f func(in, inout []byte)) unsafe.Pointer {
+	return *(*unsafe.Pointer)(unsafe.Pointer(&f))
+}
+
 // ReducerFor binds op to T. An op that does not apply to T (Sum of bool,
 // BAnd of float64, a user op made for another type) is an ErrOp error that
 // names both.

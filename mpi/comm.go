@@ -48,9 +48,13 @@ type Comm struct {
 	local *Comm
 	// nbSeq counts the runs of nonblocking collectives started on the
 	// communicator: each run's tags are its number's (coll.NBTag); runPool
-	// keeps the nonblocking runs their Waits gave back (nbc.go).
-	nbSeq   atomic.Uint32
+	// keeps the nonblocking runs their Waits gave back (nbc.go), and
+	// nbReuse, per operation, the last of them whose plan may run the same
+	// call again (nbc.go's reuse).
+	nbSeq   uint32 // under the instance's nbc.mu
 	runPool sync.Pool
+	nbReuse [coll.NumOps]atomic.Pointer[nbcRun]
+	nbPlans atomic.Uint64 // nonblocking and persistent collectives planned (tests)
 	// ft is the communicator's failure state, revocation and agreements
 	// (ft.go, agree.go).
 	ft commFT

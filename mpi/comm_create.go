@@ -199,6 +199,7 @@ func (c *Comm) Free() error {
 	if n := c.inst.runsOn(c); n > 0 {
 		return mpierr.Errorf(mpierr.ErrPending, "mpi: Free of %s: %d nonblocking collective(s) on it still in flight: complete them (Wait, Test) first", c.name, n)
 	}
+	c.dropReusedRuns()
 	c.inst.collTables.drop(c.coll)
 	if err := c.coll.Finalize(); err != nil {
 		return fmt.Errorf("mpi: Free of %s: %w", c.name, err)

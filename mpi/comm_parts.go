@@ -87,6 +87,7 @@ func (x subComm) Free() error {
 	if c.freed.Swap(true) {
 		return nil
 	}
+	c.dropReusedRuns()
 	err := c.coll.Finalize()
 	c.inst.unregisterFT(c)
 	if derr := c.inst.pml.DelComm(&c.pc); err == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/release"
 	"github.com/gompi/gompi/rte"
 )
 
@@ -44,17 +45,38 @@ func init() {
 // nbcState is an instance's nonblocking collectives in flight, and its
 // progress goroutine.
 type nbcState struct {
-	// mu is held by the goroutine that advances the runs, and to add one:
-	// a Plan's methods are never called twice at once.
-	mu     sync.Mutex
+	// mu is held by the goroutine that advances the runs, and to start
+	// one: a Plan's methods are never called twice at once.
+	mu     runLock
 	active []*nbcRun
-	n      atomic.Int32 // len(active), read without mu
+	// n is len(active), read without mu; stored under it with a release
+	// store (a locked exchange costs a fence per run, twice).
+	n atomic.Uint64
 
 	async bool          // mpi_async_progress decided yes
 	stop  chan struct{} // closed by Finalize
 	start sync.Once
 	wg    sync.WaitGroup
 }
+
+// runLock is a lock whose Unlock is a plain store (release.Store): the
+// runs in flight are added and advanced under it once or twice per
+// nonblocking collective, and sync.Mutex's unlock is a locked instruction,
+// a fence that waits for every store before it (an 8-byte Iallreduce took
+// a dozen such fences a rank; each one costs more than the rest of its
+// line). Lock yields while another goroutine holds it: a run's Progress
+// may resume a coroutine.
+type runLock struct{ v atomic.Uint64 }
+
+func (l *runLock) TryLock() bool { return l.v.Load() == 0 && l.v.CompareAndSwap(0, 1) }
+
+func (l *runLock) Lock() {
+	for !l.TryLock() {
+		runtime.Gosched()
+	}
+}
+
+func (l *runLock) Unlock() { release.Store(&l.v, 0) }
 
 // nbcRun is one nonblocking or persistent collective: its plan, the
 // request its runs complete, and what it was called with.
@@ -67,6 +89,12 @@ type nbcRun struct {
 	req        Request
 	persistent bool
 	freed      bool
+	// reusable: a nonblocking run whose plan (coll.Reusable) outlives
+	// its run; its Wait offers it to the communicator's nbReuse, where
+	// idle says (1) that no request of the program's stands for it: the
+	// next identical call may take it (Comm.reuse).
+	reusable bool
+	idle     atomic.Uint64
 }
 
 // Recycle takes back a nonblocking run whose request a Wait returned
@@ -74,6 +102,27 @@ type nbcRun struct {
 // and its request.
 func (r *nbcRun) Recycle() {
 	c := r.c
+	if r.reusable {
+		// Kept whole, plan and arguments, for the same call made again.
+		// In a loop r is the slot's already: a plain store makes it
+		// idle (its taker holds nbc.mu, which orders the rest).
+		slot := &c.nbReuse[r.op]
+		if slot.Load() == r {
+			release.Store(&r.idle, 1)
+			return
+		}
+		s := &c.inst.nbc
+		s.mu.Lock()
+		old := slot.Swap(r)
+		release.Store(&r.idle, 1)
+		if old != nil && old.idle.Load() == 1 {
+			// A run in flight stays its request's: its own Wait finds
+			// the slot taken and puts it back in place of r.
+			old.drop()
+		}
+		s.mu.Unlock()
+		return
+	}
 	// The request stays as the Wait left it (done, freed): a program that
 	// looks at it again sees it complete, as with a recycled p2p request.
 	r.c, r.a, r.plan, r.name = nil, nil, nil, ""
@@ -121,7 +170,7 @@ func (i *Instance) progressNBC() int {
 		s.active[k] = nil
 	}
 	s.active = kept
-	s.n.Store(int32(len(kept)))
+	release.Store(&s.n, uint64(len(kept)))
 	s.mu.Unlock()
 	return moved
 }
@@ -150,7 +199,11 @@ func (i *Instance) finishRun(r *nbcRun, err error) {
 		err = fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
 	}
 	if !r.persistent {
-		r.release()
+		p, ok := r.plan.(coll.Reusable)
+		r.reusable = err == nil && ok && p.Reusable()
+		if !r.reusable {
+			r.release()
+		}
 		// Nothing refers to r now but its request: the Wait that returns
 		// it gives r back.
 		r.req.SetRecycler(r)
@@ -179,20 +232,38 @@ func (i *Instance) startRun(r *nbcRun) error {
 	if err := r.c.broken(r.name); err != nil {
 		return err
 	}
-	tag := coll.NBTag(r.c.nbSeq.Add(1) - 1)
+	s := &i.nbc
+	s.mu.Lock()
+	err := i.startLocked(r)
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	i.started()
+	return nil
+}
+
+// startLocked is startRun's part under nbc.mu: the run's tags, its Start,
+// its place among the runs in flight.
+func (i *Instance) startLocked(r *nbcRun) error {
+	s := &i.nbc
+	tag := coll.NBTag(r.c.nbSeq)
+	r.c.nbSeq++
 	if err := r.plan.Start(tag); err != nil {
 		return fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
 	}
-	s := &i.nbc
-	s.mu.Lock()
 	s.active = append(s.active, r)
-	s.n.Store(int32(len(s.active)))
-	s.mu.Unlock()
+	release.Store(&s.n, uint64(len(s.active)))
+	return nil
+}
+
+// started wakes the progress goroutine, if any, for a run just started.
+func (i *Instance) started() {
+	s := &i.nbc
 	if s.async {
 		s.start.Do(i.startProgressGoroutine)
 		i.pml.Engine().LeaveToBackground()
 	}
-	return nil
 }
 
 // AsyncProgress reports whether a goroutine advances the instance's
@@ -266,16 +337,84 @@ func (i *Instance) finalizeNBC() {
 
 // nonblocking plans op on c and starts it (MPI_Iallreduce and the others).
 func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, error) {
-	r, err := c.plan(op, name, a, false)
-	if err != nil {
+	i := c.inst
+	if err := c.check(name); err != nil {
 		return nil, err
 	}
-	r.req.Init(c.inst.pml.Engine(), nil)
-	if err := c.inst.startRun(r); err != nil {
+	if err := c.broken(name); err != nil {
+		return nil, err
+	}
+	s := &i.nbc
+	s.mu.Lock()
+	r := c.reuse(op, a)
+	if r == nil {
+		s.mu.Unlock()
+		var err error
+		if r, err = c.plan(op, name, a, false); err != nil {
+			return nil, err
+		}
+		s.mu.Lock()
+	}
+	r.req.Init(i.pml.Engine(), nil)
+	if err := i.startLocked(r); err != nil {
+		if c.nbReuse[op].Load() == r {
+			c.nbReuse[op].Store(nil)
+		}
 		r.release()
+		s.mu.Unlock()
 		return nil, err
 	}
+	s.mu.Unlock()
+	i.started()
 	return &r.req, nil
+}
+
+// reuse returns the communicator's last run of op, planned and ready to
+// start again, when a is its call made again (coll.Args.SameCall); a goes back
+// to the pool. A program that repeats a nonblocking collective on the same
+// buffers, the common loop, then pays what a persistent one costs:
+// Start, not the planning and the freeing. Another call's run is dropped.
+//
+// The caller holds the instance's nbc.mu: takers are one at a time, so a
+// plain store marks the run taken.
+func (c *Comm) reuse(op coll.Op, a *coll.Args) *nbcRun {
+	slot := &c.nbReuse[op]
+	r := slot.Load()
+	if r == nil || r.idle.Load() == 0 {
+		return nil
+	}
+	release.Store(&r.idle, 0)
+	if !r.a.SameCall(a) {
+		slot.Store(nil)
+		r.drop()
+		return nil
+	}
+	*a = coll.Args{}
+	c.argPool.Put(a)
+	return r
+}
+
+// drop releases a run kept for reuse and gives it back to the pool.
+func (r *nbcRun) drop() {
+	r.reusable = false
+	r.release()
+	c := r.c
+	r.c, r.a, r.plan, r.name = nil, nil, nil, ""
+	c.runPool.Put(r)
+}
+
+// dropReusedRuns releases the runs kept for reuse on c, before its
+// modules go.
+func (c *Comm) dropReusedRuns() {
+	s := &c.inst.nbc
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for op := range c.nbReuse {
+		if r := c.nbReuse[op].Swap(nil); r != nil && r.idle.Load() == 1 {
+			release.Store(&r.idle, 0)
+			r.drop()
+		}
+	}
 }
 
 // persistent plans op on c for Start (MPI_Allreduce_init and the others).
@@ -296,6 +435,7 @@ func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nb
 	if c.local != nil {
 		cc = interColl{collComm{c}}
 	}
+	c.nbPlans.Add(1)
 	p, err := c.coll.Plan(op, cc, a)
 	if err != nil {
 		*a = coll.Args{}
@@ -307,7 +447,7 @@ func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nb
 		// A persistent run's request lives as long as the program keeps it.
 		r = new(nbcRun)
 	}
-	r.c, r.op, r.name, r.a, r.plan, r.persistent, r.freed = c, op, name, a, p, persistent, false
+	r.c, r.op, r.name, r.a, r.plan, r.persistent, r.freed, r.reusable = c, op, name, a, p, persistent, false, false
 	return r, nil
 }
 
@@ -324,9 +464,13 @@ func (r *nbcRun) Start(req *pml.Request) error {
 	return nil
 }
 
-// Free releases a persistent collective (pml.Persistent).
+// Free releases a persistent collective (pml.Persistent), under the lock
+// that every plan's methods run under (coll.Plan).
 func (r *nbcRun) Free() error {
+	s := &r.c.inst.nbc
+	s.mu.Lock()
 	r.release()
+	s.mu.Unlock()
 	return nil
 }
 

@@ -10,9 +10,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gompi/gompi/components/common/release"
 	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/release"
 )
 
 // The placement probe of mpi-anchors/placement.h: PROBE_W warm-up then

@@ -3,6 +3,7 @@ package coll
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/gompi/gompi/mpierr"
 )
@@ -25,7 +26,9 @@ import (
 // Plan is one rank's part of a nonblocking collective on given arguments.
 // Package mpi calls its methods from one goroutine at a time, never two at
 // once: Start, then Progress until it reports done, then Start again (a
-// persistent collective) or Free.
+// persistent collective) or Free. It calls them under one lock for all the
+// plans of an instance, so that a module's state shared by its plans needs
+// no locked instructions of its own between them (a fence each, on x86).
 type Plan interface {
 	// Start begins a run. tag is the base of the run's tags (NBTag): every
 	// run of every nonblocking collective on a communicator has tags of its
@@ -176,4 +179,37 @@ func (t *Table) NBString() string {
 		parts[op] = NBName(op) + "=" + from
 	}
 	return strings.Join(parts, " ")
+}
+
+// Reusable is an optional interface of a Plan: the plan stays right for
+// the same call made again, whatever happened on the communicator between
+// (package mpi then keeps a nonblocking collective's plan after its Wait
+// and starts it again for an identical call, as if the program had made it
+// persistent). A plan whose choice depends on state that can change, such
+// as sm's fall-back to a coroutine while its segment is not set up, must
+// not claim it: another rank, planning afresh, would choose otherwise and
+// the two would never meet.
+type Reusable interface {
+	Plan
+	// Reusable reports whether the plan may be started again for the
+	// same call.
+	Reusable() bool
+}
+
+// SameCall reports whether b is the call a (a plan's arguments) was made
+// for, made again: the same buffers (the same memory, as a plan may keep
+// pointers into them), in-place form and root, and the same bound reducer;
+// Table.Plan's own fields are not compared. Calls with count arrays (the v forms, reduce_scatter) never match:
+// a plan may have derived its blocks from them, and the program may have
+// changed them in place since.
+func (a *Args) SameCall(b *Args) bool {
+	return a.Counts == nil && b.Counts == nil && a.Displs == nil && b.Displs == nil &&
+		a.SendCounts == nil && b.SendCounts == nil && a.SendDispls == nil && b.SendDispls == nil &&
+		sameBuf(a.Send, b.Send) && sameBuf(a.Recv, b.Recv) && a.InPlace == b.InPlace && a.Root == b.Root &&
+		a.Reducer.Same(b.Reducer)
+}
+
+// sameBuf reports whether x and y are the same memory, of the same length.
+func sameBuf(x, y []byte) bool {
+	return len(x) == len(y) && unsafe.SliceData(x) == unsafe.SliceData(y)
 }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/release"
 )
 
 // Status describes a completed receive (or probe).
@@ -55,7 +56,7 @@ func (s *Status) set(from *Status) {
 // it. A nil *Request is an inactive request (MPI_REQUEST_NULL): it is always
 // complete, with an empty status.
 type Request struct {
-	done   atomic.Bool
+	done   atomic.Uint64 // 1 when complete
 	status Status
 	eng    *Engine
 	ops    RequestOps
@@ -99,7 +100,7 @@ func (r *Request) Start() error {
 	switch {
 	case r == nil || r.persistent == nil:
 		return mpierr.Errorf(mpierr.ErrRequest, "pml: Start of a request that is not persistent: start the requests that an ...Init call returned")
-	case !r.done.Load():
+	case r.done.Load() == 0:
 		return mpierr.Errorf(mpierr.ErrRequest, "pml: Start of a persistent request whose last run is not complete: Wait for it first")
 	}
 	return r.persistent.Start(r)
@@ -111,7 +112,7 @@ func (r *Request) Free() error {
 	switch {
 	case r == nil || r.persistent == nil:
 		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that is not persistent: a Wait frees the others")
-	case !r.done.Load():
+	case r.done.Load() == 0:
 		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a persistent request whose last run is not complete: Wait for it first")
 	}
 	p := r.persistent
@@ -149,11 +150,11 @@ type RequestOps interface {
 // Init prepares a request for a PML: eng is the instance's engine, ops its
 // cancel hook (nil for none). It also resets a request the PML reuses.
 func (r *Request) Init(eng *Engine, ops RequestOps) {
-	// Nobody else sees r yet: the store (a locked exchange on x86) only
-	// when a reused request is still marked done. PMLs that zero a reused
-	// request first skip it.
-	if r.done.Load() {
-		r.done.Store(false)
+	// Nobody else sees r yet: a plain store (release.Store; sync/atomic's
+	// is a locked exchange, a fence), and only when a reused request is
+	// still marked done.
+	if r.done.Load() != 0 {
+		release.Store(&r.done, 0)
 	}
 	r.status = Status{}
 	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, ops, nil, nil, false
@@ -163,7 +164,9 @@ func (r *Request) Init(eng *Engine, ops RequestOps) {
 // run, keeping what stands behind it.
 func (r *Request) Restart() {
 	r.status = Status{}
-	r.done.Store(false)
+	// Only the program's goroutine that restarts it sees it now: a plain
+	// store (sync/atomic's is a locked exchange, a fence).
+	release.Store(&r.done, 0)
 }
 
 // InitDone prepares a request that is complete already, with st, for the
@@ -173,8 +176,8 @@ func (r *Request) InitDone(eng *Engine, st Status, o Recycler) {
 	r.status.set(&st)
 	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, nil, nil, o, false
 	// A request back from a free list is marked done already.
-	if !r.done.Load() {
-		r.done.Store(true)
+	if r.done.Load() == 0 {
+		release.Store(&r.done, 1)
 	}
 }
 
@@ -190,7 +193,7 @@ func (r *Request) Complete(st Status) {
 	f := r.onDone
 	eng := r.eng
 	r.status.set(&st)
-	r.done.Store(true)
+	r.done.Store(1)
 	if f != nil {
 		f()
 	}
@@ -210,7 +213,7 @@ func (r *Request) Engine() *Engine {
 }
 
 // Done reports whether the request has completed, without progressing.
-func (r *Request) Done() bool { return r == nil || r.done.Load() }
+func (r *Request) Done() bool { return r == nil || r.done.Load() != 0 }
 
 // Status returns the status of a completed request; before completion its Err
 // has class ErrPending.
@@ -218,7 +221,7 @@ func (r *Request) Status() Status {
 	if r == nil {
 		return Status{Source: AnySource, Tag: AnyTag}
 	}
-	if !r.done.Load() {
+	if r.done.Load() == 0 {
 		return Status{Source: AnySource, Tag: AnyTag, Err: mpierr.Errorf(mpierr.ErrPending, "mpi: request still pending")}
 	}
 	return r.status
@@ -230,9 +233,9 @@ func (r *Request) Test() (Status, bool, error) {
 	if r == nil {
 		return r.Status(), true, nil
 	}
-	if !r.done.Load() {
+	if r.done.Load() == 0 {
 		r.eng.ProgramProgress(&r.done)
-		if !r.done.Load() {
+		if r.done.Load() == 0 {
 			return Status{}, false, nil
 		}
 	}
@@ -269,7 +272,7 @@ func (r *Request) WaitInto(ctx context.Context, st *Status) error {
 		}
 		return err
 	}
-	if !r.done.Load() {
+	if r.done.Load() == 0 {
 		if err := r.eng.wait(ctx, &r.done, nil, false); err != nil {
 			if st != nil {
 				*st = Status{Source: AnySource, Tag: AnyTag, Err: err}
@@ -289,7 +292,7 @@ func (r *Request) WaitInto(ctx context.Context, st *Status) error {
 // Status.Cancelled set and no error. It reports whether it cancelled. Sends,
 // and receives that have matched, are not cancelled; wait for them.
 func (r *Request) Cancel() bool {
-	if r == nil || r.done.Load() || r.ops == nil {
+	if r == nil || r.done.Load() != 0 || r.ops == nil {
 		return false
 	}
 	return r.ops.Cancel()

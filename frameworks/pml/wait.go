@@ -227,7 +227,7 @@ func (e *Engine) takeBack() bool {
 
 // ProgramProgress is one progress of a call that does not wait (a
 // request's Test): with the background disarmed meanwhile.
-func (e *Engine) ProgramProgress(done *atomic.Bool) int {
+func (e *Engine) ProgramProgress(done *atomic.Uint64) int {
 	armed := e.takeBack()
 	n := e.progressFor(done)
 	if armed {
@@ -239,13 +239,13 @@ func (e *Engine) ProgramProgress(done *atomic.Bool) int {
 // progressFor is Progress for a wait on done: the extra progress first,
 // and the PML's only when that did not complete it (a nonblocking
 // collective whose peers' parts are all there needs no transport).
-func (e *Engine) progressFor(done *atomic.Bool) int {
+func (e *Engine) progressFor(done *atomic.Uint64) int {
 	f := e.extra.Load()
 	if f == nil || done == nil {
 		return e.Progress()
 	}
 	n := (*f)()
-	if n == 0 || !done.Load() {
+	if n == 0 || done.Load() == 0 {
 		n += e.progress()
 	}
 	if n > 0 {
@@ -308,7 +308,7 @@ func (w *waitState) moved() { *w = waitState{} }
 // no closure on the hot path). The first check of ctx and of the job comes
 // after a few passes, so that an operation that completes at once costs
 // nothing more.
-func (e *Engine) wait(ctx context.Context, done *atomic.Bool, cond func() bool, event bool) error {
+func (e *Engine) wait(ctx context.Context, done *atomic.Uint64, cond func() bool, event bool) error {
 	if e.takeBack() {
 		err := e.waitLoop(ctx, done, cond, event)
 		e.LeaveToBackground()
@@ -317,11 +317,11 @@ func (e *Engine) wait(ctx context.Context, done *atomic.Bool, cond func() bool, 
 	return e.waitLoop(ctx, done, cond, event)
 }
 
-func (e *Engine) waitLoop(ctx context.Context, done *atomic.Bool, cond func() bool, event bool) error {
+func (e *Engine) waitLoop(ctx context.Context, done *atomic.Uint64, cond func() bool, event bool) error {
 	var w waitState
 	for i := 1; ; i++ {
 		if done != nil {
-			if done.Load() {
+			if done.Load() != 0 {
 				return nil
 			}
 		} else if cond() {
@@ -342,7 +342,7 @@ func (e *Engine) waitLoop(ctx context.Context, done *atomic.Bool, cond func() bo
 }
 
 // idle is one step of the policy after a pass that moved nothing.
-func (e *Engine) idle(w *waitState, ctx context.Context, done *atomic.Bool, cond func() bool, event bool) {
+func (e *Engine) idle(w *waitState, ctx context.Context, done *atomic.Uint64, cond func() bool, event bool) {
 	w.passes++
 	p := &e.policy
 	if !p.Yield && !event {
@@ -379,7 +379,7 @@ func (e *Engine) idle(w *waitState, ctx context.Context, done *atomic.Bool, cond
 			return true
 		}
 		if done != nil {
-			return done.Load()
+			return done.Load() != 0
 		}
 		return cond()
 	}

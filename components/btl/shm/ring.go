@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gompi/gompi/components/common/release"
+	"github.com/gompi/gompi/release"
 )
 
 // A ring is the data area of a box: records laid one after another at

@@ -1,6 +1,9 @@
 package sm
 
-import "github.com/gompi/gompi/frameworks/coll"
+import (
+	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/release"
+)
 
 // sm's nonblocking barrier, bcast, reduce and allreduce: the blocking
 // algorithms' steps (begin, write the slot, publish, wait for the others'
@@ -114,6 +117,11 @@ func (p *nbPlan) Free() {
 	m.nbSpare.Store(p)
 }
 
+// Reusable: a plan sm runs natively stays right, since the segment, once
+// set up, serves the communicator for its life; calls that sm passes on
+// are coroutines, which make no such claim.
+func (p *nbPlan) Reusable() bool { return true }
+
 // advance takes the run as far as it goes without waiting.
 func (p *nbPlan) advance() {
 	m, a := p.m, p.a
@@ -194,7 +202,9 @@ func (p *nbPlan) advance() {
 // and, with none left in flight, a blocking operation.
 func (p *nbPlan) finish() {
 	p.state = nbDone
-	p.m.nbFinished.Add(1)
+	// Plans run one at a time (coll.Plan): a plain store publishes the
+	// count to a blocking call's drainNB.
+	release.Store(&p.m.nbFinished, p.m.nbFinished.Load()+1)
 }
 
 // allAt reports, without waiting, whether every rank has published k.

@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/gompi/gompi/components/common/release"
 	"github.com/gompi/gompi/components/common/shmem"
+	"github.com/gompi/gompi/release"
 )
 
 // The slots of a box are used round robin: message k (counting from 0 over

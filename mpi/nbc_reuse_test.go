@@ -1,0 +1,128 @@
+package mpi_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// TestIallreduceReusesItsRun: a loop of Iallreduce on the same buffers
+// starts the run the last Wait gave back (no planning), with the send
+// buffer's new contents each time; another buffer, another type or
+// another op is planned afresh and still right.
+func TestIallreduceReusesItsRun(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		if err := w.Barrier(); err != nil { // sets sm's segment up
+			return err
+		}
+		n := w.Size()
+		me := float64(w.Rank() + 1)
+		send, recv := []float64{0, 1}, make([]float64, 2)
+		for k := 0; k < 6; k++ {
+			planned := w.NBPlans()
+			send[0] = me * float64(k)
+			req, err := mpi.Iallreduce(w, send, recv, mpi.Sum)
+			if err != nil {
+				return err
+			}
+			if k >= 1 && w.NBPlans() != planned {
+				return fmt.Errorf("call %d: planned afresh, want the run the last Wait kept", k)
+			}
+			if _, err := req.Wait(); err != nil {
+				return err
+			}
+			if want := float64(k * n * (n + 1) / 2); recv[0] != want || recv[1] != float64(n) {
+				return fmt.Errorf("call %d: %v, want [%v %d]", k, recv, want, n)
+			}
+		}
+		// Another receive buffer: planned afresh.
+		planned := w.NBPlans()
+		other := make([]float64, 2)
+		req, err := mpi.Iallreduce(w, send, other, mpi.Max)
+		if err != nil {
+			return err
+		}
+		if w.NBPlans() != planned+1 {
+			return fmt.Errorf("another buffer and op: not planned afresh")
+		}
+		if _, err := req.Wait(); err != nil {
+			return err
+		}
+		if other[0] != 5*float64(n) || other[1] != 1 {
+			return fmt.Errorf("max: %v, want [%d 1]", other, 5*n)
+		}
+		// The same buffers, another op: planned afresh (the reducer
+		// differs).
+		req, err = mpi.Iallreduce(w, send, other, mpi.Min)
+		if err != nil {
+			return err
+		}
+		if _, err := req.Wait(); err != nil {
+			return err
+		}
+		if other[0] != 5 || other[1] != 1 {
+			return fmt.Errorf("min: %v, want [5 1]", other)
+		}
+		// The same memory as another type of the same size.
+		isend, irecv := []int64{int64(me), 2}, make([]int64, 2)
+		req, err = mpi.Iallreduce(w, isend, irecv, mpi.Sum)
+		if err != nil {
+			return err
+		}
+		if _, err := req.Wait(); err != nil {
+			return err
+		}
+		if irecv[0] != int64(n*(n+1)/2) || irecv[1] != int64(2*n) {
+			return fmt.Errorf("int64 sum: %v", irecv)
+		}
+		return nil
+	})
+}
+
+// TestReuseNeverOutlivesAPlanChoice: a run that sm passed to a coroutine
+// (its segment was not set up yet) must not be started again once the
+// segment is there: a rank that plans afresh would take sm's path, and
+// the two ranks would never meet. Rank 0 repeats its first call on the
+// same buffers; rank 1 calls on new ones.
+func TestReuseNeverOutlivesAPlanChoice(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		send, recv := []int64{int64(w.Rank() + 1)}, make([]int64, 1)
+		req, err := mpi.Iallreduce(w, send, recv, mpi.Sum)
+		if err != nil {
+			return err
+		}
+		if _, err := req.Wait(); err != nil {
+			return err
+		}
+		if w.KeptIallreduce() {
+			return fmt.Errorf("a coroutine's run was kept for reuse")
+		}
+		if err := w.Barrier(); err != nil { // sets sm's segment up
+			return err
+		}
+		if w.Rank() == 1 {
+			recv = make([]int64, 1)
+		}
+		if req, err = mpi.Iallreduce(w, send, recv, mpi.Sum); err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, err := req.WaitContext(ctx); err != nil {
+			return fmt.Errorf("the second Iallreduce: %w", err)
+		}
+		if recv[0] != 3 {
+			return fmt.Errorf("sum %d, want 3", recv[0])
+		}
+		if !w.KeptIallreduce() {
+			return fmt.Errorf("sm's run was not kept: is sm this communicator's?")
+		}
+		return nil
+	})
+}
