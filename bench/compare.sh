@@ -42,8 +42,12 @@
 # gompi's persistent and blocking forms and the collective's own CPU time),
 # at NPS ranks bound and unbound as MODE=coll, with the same SCALE and
 # SCALE4; oversubscribed, Open MPI is told to yield (gompi decides so by
-# itself, and turns its progress goroutine off). The tables come from
-# compare_nbc_summary.py.
+# itself, and turns its progress goroutine off). Beside each nbc.c run,
+# bench/nbc_w.c (built with each MPI's mpicc, placement.h from the anchors)
+# measures W, the collective's own CPU time per call, for Open MPI and MPICH
+# as gompi-bench nbc's <op>_w line does for gompi (same binding, same
+# SCALE): overlap with one core per rank cannot pass 100 * (1 - W / pure).
+# The tables come from compare_nbc_summary.py.
 #
 # A tool, not part of CI. Needs: go, gcc, python3, and the Debian packages
 # openmpi-bin libopenmpi-dev mpich libmpich-dev (mpi-anchors' build.sh builds
@@ -125,6 +129,13 @@ grep -q "^static const long sizes\[\] = {$table};" "$WORK/anchors/pingpong.c" ||
 (cd "$WORK/anchors" && ./build.sh) >"$OUT/build.log" 2>&1 || die "building the anchors failed: see $OUT/build.log"
 (cd "$REPO" && go build -o "$WORK/bin/mpirun" ./cmd/mpirun && go build -o "$WORK/bin/gompi-bench" ./cmd/gompi-bench) ||
   die "building gompi failed"
+if [ "$MODE" = nbc ]; then
+  # nbc_w.c is gompi's: built as the anchors are, beside them.
+  {
+    mpicc.openmpi -O2 -Wall -I"$WORK/anchors" -o "$WORK/anchors/nbc_w.ompi" "$HERE/nbc_w.c" &&
+      mpicc.mpich -O2 -Wall -Wno-stringop-overflow -I"$WORK/anchors" -o "$WORK/anchors/nbc_w.mpich" "$HERE/nbc_w.c"
+  } >>"$OUT/build.log" 2>&1 || die "building bench/nbc_w.c failed: see $OUT/build.log"
+fi
 PROBE="$WORK/anchors/shm_limit"
 PINGPONG="$WORK/anchors/pingpong.ompi"
 GMPIRUN="$WORK/bin/mpirun"
@@ -198,7 +209,9 @@ nbc() {
   local gompi=("$GMPIRUN" -np "$np" "${bind[@]}" --mca btl self,shm)
   for r in $(seq 1 "$REPS"); do
     run "ompi.np$np" "$r" "$OUT/nbc.ompi.np$np.$r.txt" "${ompi[@]}" "$WORK/anchors/nbc.ompi" "$scale"
+    run "ompi_w.np$np" "$r" "$OUT/nbc_w.ompi.np$np.$r.txt" "${ompi[@]}" "$WORK/anchors/nbc_w.ompi" "$scale"
     run "mpich.np$np" "$r" "$OUT/nbc.mpich.np$np.$r.txt" "${mpich[@]}" "$WORK/anchors/nbc.mpich" "$scale"
+    run "mpich_w.np$np" "$r" "$OUT/nbc_w.mpich.np$np.$r.txt" "${mpich[@]}" "$WORK/anchors/nbc_w.mpich" "$scale"
     run "gompi.np$np" "$r" "$OUT/nbc.gompi.np$np.$r.txt" "${gompi[@]}" "$GBENCH" nbc --scale "$scale" --probe
   done
 }

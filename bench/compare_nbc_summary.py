@@ -10,7 +10,16 @@ operation, <op>_persistent start_wait_us (Start + Wait of the persistent
 form), the blocking form's blocking_us, and <op>_w: w_us (the collective's
 own CPU time per call), done (the fraction of W's runs complete before the
 Wait), pure_cpu_us (the process's CPU time per call during pure) and
-pure_csw (its context switches per call during pure).
+pure_csw (its context switches per call during pure). bench/nbc_w.c prints
+the same <op>_w lines for Open MPI and MPICH (files nbc_w.<side>.np<n>.<rep>.txt,
+run beside nbc.c's).
+
+The W table sets, per MPI, operation and size: nbc.c's pure; W; W ÷ pure;
+the ceiling 100 * (1 - W / pure), which overlap cannot pass when the
+collective's own work shares the rank's core with the computation; overlap
+and overlap_t; and the exposed time ovrl - cpu and ovrl_t - cpu (µs per
+call: what the program waits beyond its computation; medians of each run's
+difference).
 
 A line's placement is "near" when the probes around it are all below 120 ns,
 "far" when all are above 150 ns, "mixed" otherwise (as
@@ -44,10 +53,12 @@ runprobes = run_probes(D)
 # records[(side, np, op, size)][field] = [(value, state)]; op is the line's
 # first word (ibarrier, iallreduce, iallreduce_persistent, allreduce, ...).
 records = {}
-for f in glob.glob(os.path.join(D, "nbc.*.np*.*.txt")):
+files = [(f, "") for f in glob.glob(os.path.join(D, "nbc.*.np*.*.txt"))]
+files += [(f, "_w") for f in glob.glob(os.path.join(D, "nbc_w.*.np*.*.txt"))]
+for f, kind in files:
     parts = os.path.basename(f).split(".")
     side, np, rep = parts[1], int(parts[2][2:]), parts[3]
-    label = f"{side}.np{np}"
+    label = f"{side}{kind}.np{np}"
     for line in open(f):
         if line.startswith("#") or not line.strip():
             continue
@@ -62,6 +73,11 @@ for f in glob.glob(os.path.join(D, "nbc.*.np*.*.txt")):
             for k, v in d.items():
                 if k not in ("size", "pre", "post"):
                     rec.setdefault(k, []).append((float(v), st))
+            # The exposed time of nbc.c's line: ovrl - cpu, ovrl_t - cpu.
+            if "cpu_us" in d:
+                for k, e in (("ovrl_us", "exposed_us"), ("ovrl_t_us", "exposed_t_us")):
+                    if k in d:
+                        rec.setdefault(e, []).append((float(d[k]) - float(d["cpu_us"]), st))
         except ValueError:
             continue
 
@@ -91,6 +107,49 @@ def sizes_of(np, op):
     return sorted({s for (side, n, o, s) in records if n == np and o == op})
 
 
+NAMES = {"ompi": "Open MPI", "mpich": "MPICH", "gompi": "gompi"}
+
+
+def num(m, pct=False):
+    if m is None:
+        return "–"
+    if pct:
+        return f"{m:.0f}"
+    return f"{m:.3f}" if abs(m) < 10 else f"{m:.1f}"
+
+
+def w_table(np, state):
+    """W beside nbc.c's figures: pure, W, W ÷ pure, the ceiling, overlap,
+    overlap_t and the exposed times, per MPI."""
+    if not any(n == np and o.endswith("_w") for (_, n, o, _) in records):
+        return
+    print(f"### {np} ranks: W and the ceiling it puts on overlap, medians [runs]\n")
+    print("pure is nbc.c's (µs); W is the collective's own CPU time per call (µs; done: the fraction of W's runs "
+          "complete before the Wait; W's pure: the pure of W's own run, compute_us / 4); ceiling = "
+          "100 * (1 - W / pure), clamped to 0..100: the most overlap the rank's one core leaves; overlap and "
+          "overlap_t are OSU's (%, without and with 64 Tests); exposed = ovrl - cpu and ovrl_t - cpu (µs per call: "
+          "what the program waits beyond its computation).\n")
+    print("| operation | size (B) | MPI | pure | W | done | W's pure | W ÷ pure | ceiling | overlap | overlap_t "
+          "| exposed | exposed_t |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for op in NBC:
+        for s in sorted(set(sizes_of(np, op)) | set(sizes_of(np, op + "_w"))):
+            for side in SIDES:
+                g = lambda o, f: vals(side, np, o, s, f, state)
+                pure, w = g(op, "pure_us"), g(op + "_w", "w_us")
+                if not pure and not w:
+                    continue
+                done, wpure = g(op + "_w", "done"), [v / 4 for v in g(op + "_w", "compute_us")]
+                share = med(w) / med(pure) if w and pure and med(pure) else None
+                ceiling = None if share is None else min(max(100 * (1 - share), 0), 100)
+                print(f"| {op} | {s if op != 'ibarrier' else '–'} | {NAMES[side]} | {cell(pure)} | {cell(w)} "
+                      f"| {'–' if not done else f'{med(done):.2f}'} | {cell(wpure)} "
+                      f"| {'–' if share is None else f'{share:.2f}'} | {num(ceiling, True)} "
+                      f"| {cell(g(op, 'overlap'), True)} | {cell(g(op, 'overlap_t'), True)} "
+                      f"| {cell(g(op, 'exposed_us'))} | {cell(g(op, 'exposed_t_us'))} |")
+    print()
+
+
 nps = sorted({np for (_, np, _, _) in records})
 print(f"Result folder: `{os.path.abspath(D)}`\n")
 for state in STATES:
@@ -110,6 +169,7 @@ for state in STATES:
                       f"| {cell(o['ompi'], True)} | {cell(o['mpich'], True)} | {cell(o['gompi'], True)} "
                       f"| {cell(t['ompi'], True)} | {cell(t['mpich'], True)} | {cell(t['gompi'], True)} |")
         print()
+        w_table(np, state)
         if not any(side == "gompi" and n == np for (side, n, _, _) in records):
             continue
         print(f"### {np} ranks: gompi's own figures, medians [runs], µs per call\n")
