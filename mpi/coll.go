@@ -344,27 +344,38 @@ func bcastArgs[T Elem](c *Comm, name string, buf []T, root int) (*coll.Args, err
 // reductionArgs checks the buffers of an element-wise reduction and builds
 // its arguments; recvNeeded says whether this rank's recv matters.
 func reductionArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, recvNeeded bool) (*coll.Args, error) {
-	r, err := reducer[T](c, name, op)
-	if err != nil {
+	a := c.args(coll.Args{})
+	if err := reductionCall(c, a, name, send, recv, op, recvNeeded); err != nil {
 		return nil, err
 	}
+	return a, nil
+}
+
+// reductionCall is reductionArgs's checks, setting a's fields: a
+// nonblocking call fills arguments of its own on the stack, so that a call
+// that repeats the last one (Comm.reuse) takes none from the pool.
+func reductionCall[T Elem](c *Comm, a *coll.Args, name string, send, recv []T, op *Op, recvNeeded bool) error {
+	r, err := reducer[T](c, name, op)
+	if err != nil {
+		return err
+	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	a := c.args(coll.Args{Send: s, Recv: d, Reducer: r})
+	a.Send, a.Reducer = s, r
 	if !recvNeeded {
-		a.Recv = nil
-		return a, nil
+		return nil
 	}
 	ip, err := c.inPlace(name, s, d, 0)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if len(recv) != len(send) {
-		return nil, countErr(c, name, "%d elements to send, %d to receive: want as many", len(send), len(recv))
+		return countErr(c, name, "%d elements to send, %d to receive: want as many", len(send), len(recv))
 	}
+	a.Recv = d
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
-	return a, nil
+	return nil
 }
 
 // Reduce combines every rank's send with op, element by element, into the
@@ -379,15 +390,19 @@ func Reduce[T Elem](c *Comm, send, recv []T, op *Op, root int) error {
 }
 
 func reduceArgs[T Elem](c *Comm, name string, send, recv []T, op *Op, root int) (*coll.Args, error) {
-	if err := c.checkRoot(name, root); err != nil {
+	a := c.args(coll.Args{})
+	if err := reduceCall(c, a, name, send, recv, op, root); err != nil {
 		return nil, err
 	}
-	a, err := reductionArgs(c, name, send, recv, op, c.pc.Rank == root)
-	if err != nil {
-		return nil, err
+	return a, nil
+}
+
+func reduceCall[T Elem](c *Comm, a *coll.Args, name string, send, recv []T, op *Op, root int) error {
+	if err := c.checkRoot(name, root); err != nil {
+		return err
 	}
 	a.Root = root
-	return a, nil
+	return reductionCall(c, a, name, send, recv, op, c.pc.Rank == root)
 }
 
 // Allreduce combines every rank's send with op into every rank's recv

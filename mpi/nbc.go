@@ -335,8 +335,20 @@ func (i *Instance) finalizeNBC() {
 	s.mu.Unlock()
 }
 
-// nonblocking plans op on c and starts it (MPI_Iallreduce and the others).
+// nonblocking plans op on c and starts it (MPI_Iallreduce and the others),
+// with arguments from the pool.
 func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, error) {
+	r, err := c.nonblockingCall(op, name, a)
+	*a = coll.Args{}
+	c.argPool.Put(a)
+	return r, err
+}
+
+// nonblockingCall is nonblocking with arguments the caller keeps (on its
+// stack, for the reductions): a call that repeats the last one of op
+// starts its run again (Comm.reuse) and takes no arguments from the pool;
+// another is planned with a copy of v.
+func (c *Comm) nonblockingCall(op coll.Op, name string, v *coll.Args) (*Request, error) {
 	i := c.inst
 	if err := c.check(name); err != nil {
 		return nil, err
@@ -346,11 +358,11 @@ func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, err
 	}
 	s := &i.nbc
 	s.mu.Lock()
-	r := c.reuse(op, a)
+	r := c.reuse(op, v)
 	if r == nil {
 		s.mu.Unlock()
 		var err error
-		if r, err = c.plan(op, name, a, false); err != nil {
+		if r, err = c.plan(op, name, c.args(*v), false); err != nil {
 			return nil, err
 		}
 		s.mu.Lock()
@@ -370,10 +382,10 @@ func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, err
 }
 
 // reuse returns the communicator's last run of op, planned and ready to
-// start again, when a is its call made again (coll.Args.SameCall); a goes back
-// to the pool. A program that repeats a nonblocking collective on the same
-// buffers, the common loop, then pays what a persistent one costs:
-// Start, not the planning and the freeing. Another call's run is dropped.
+// start again, when a is its call made again (coll.Args.SameCall). A
+// program that repeats a nonblocking collective on the same buffers, the
+// common loop, then pays what a persistent one costs: Start, not the
+// planning and the freeing. Another call's run is dropped.
 //
 // The caller holds the instance's nbc.mu: takers are one at a time, so a
 // plain store marks the run taken.
@@ -389,8 +401,6 @@ func (c *Comm) reuse(op coll.Op, a *coll.Args) *nbcRun {
 		r.drop()
 		return nil
 	}
-	*a = coll.Args{}
-	c.argPool.Put(a)
 	return r
 }
 

@@ -58,11 +58,11 @@ func BcastInit[T Elem](c *Comm, buf []T, root int) (*Request, error) {
 
 // Ireduce starts Reduce (MPI_Ireduce) and returns its request.
 func Ireduce[T Elem](c *Comm, send, recv []T, op *Op, root int) (*Request, error) {
-	a, err := reduceArgs(c, "Ireduce", send, recv, op, root)
-	if err != nil {
+	var a coll.Args
+	if err := reduceCall(c, &a, "Ireduce", send, recv, op, root); err != nil {
 		return nil, err
 	}
-	return c.nonblocking(coll.Reduce, "Ireduce", a)
+	return c.nonblockingCall(coll.Reduce, "Ireduce", &a)
 }
 
 // ReduceInit plans a persistent Reduce (MPI_Reduce_init) on these
@@ -77,11 +77,11 @@ func ReduceInit[T Elem](c *Comm, send, recv []T, op *Op, root int) (*Request, er
 
 // Iallreduce starts Allreduce (MPI_Iallreduce) and returns its request.
 func Iallreduce[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
-	a, err := reductionArgs(c, "Iallreduce", send, recv, op, true)
-	if err != nil {
+	var a coll.Args
+	if err := reductionCall(c, &a, "Iallreduce", send, recv, op, true); err != nil {
 		return nil, err
 	}
-	return c.nonblocking(coll.Allreduce, "Iallreduce", a)
+	return c.nonblockingCall(coll.Allreduce, "Iallreduce", &a)
 }
 
 // AllreduceInit plans a persistent Allreduce (MPI_Allreduce_init) on these
@@ -96,11 +96,11 @@ func AllreduceInit[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
 
 // Iscan starts Scan (MPI_Iscan) and returns its request.
 func Iscan[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
-	a, err := reductionArgs(c, "Iscan", send, recv, op, true)
-	if err != nil {
+	var a coll.Args
+	if err := reductionCall(c, &a, "Iscan", send, recv, op, true); err != nil {
 		return nil, err
 	}
-	return c.nonblocking(coll.Scan, "Iscan", a)
+	return c.nonblockingCall(coll.Scan, "Iscan", &a)
 }
 
 // ScanInit plans a persistent Scan (MPI_Scan_init) on these
@@ -115,11 +115,11 @@ func ScanInit[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
 
 // Iexscan starts Exscan (MPI_Iexscan) and returns its request.
 func Iexscan[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
-	a, err := reductionArgs(c, "Iexscan", send, recv, op, true)
-	if err != nil {
+	var a coll.Args
+	if err := reductionCall(c, &a, "Iexscan", send, recv, op, true); err != nil {
 		return nil, err
 	}
-	return c.nonblocking(coll.Exscan, "Iexscan", a)
+	return c.nonblockingCall(coll.Exscan, "Iexscan", &a)
 }
 
 // ExscanInit plans a persistent Exscan (MPI_Exscan_init) on these
