@@ -150,7 +150,7 @@ func (i *Instance) setupNBC() {
 // progressNBC advances every run in flight once; it is the engine's extra
 // progress, called by any goroutine that progresses. A goroutine that finds
 // another advancing them goes on: that one will see to it.
-func (i *Instance) progressNBC() int {
+func (i *Instance) progressNBC(waited *atomic.Uint64) int {
 	s := &i.nbc
 	if s.n.Load() == 0 || !s.mu.TryLock() {
 		return 0
@@ -164,7 +164,7 @@ func (i *Instance) progressNBC() int {
 			continue
 		}
 		moved++
-		i.finishRun(r, err)
+		i.finishRun(r, err, r.req.IsWaited(waited))
 	}
 	for k := len(kept); k < len(s.active); k++ {
 		s.active[k] = nil
@@ -194,7 +194,7 @@ func (i *Instance) runsOn(c *Comm) int {
 
 // finishRun completes r's request with err; a nonblocking run's plan and
 // arguments go then, a persistent one's stay for its next Start.
-func (i *Instance) finishRun(r *nbcRun, err error) {
+func (i *Instance) finishRun(r *nbcRun, err error, own bool) {
 	if err != nil {
 		err = fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
 	}
@@ -208,7 +208,13 @@ func (i *Instance) finishRun(r *nbcRun, err error) {
 		// it gives r back.
 		r.req.SetRecycler(r)
 	}
-	r.req.Complete(Status{Source: AnySource, Tag: AnyTag, Err: err})
+	st := Status{Source: AnySource, Tag: AnyTag, Err: err}
+	if own {
+		// The goroutine that waits for it completes it: nobody to wake.
+		r.req.CompleteOwn(st)
+		return
+	}
+	r.req.Complete(st)
 }
 
 // release frees the plan and gives the arguments back.

@@ -204,6 +204,26 @@ func (r *Request) Complete(st Status) {
 	}
 }
 
+// CompleteOwn is Complete called by the goroutine that waits for r or
+// tests it (the extra progress's done, SetExtraProgress), which therefore
+// sleeps on nothing: done is set with a plain store (release.Store), and
+// the bell is not rung. Complete's locked store is what makes a sleeper
+// on the bell see the request done or be woken (no lost wake-up); here
+// there is none to wake, and the fence cost a nonblocking collective's
+// Wait as much as the rest of its bookkeeping.
+func (r *Request) CompleteOwn(st Status) {
+	f := r.onDone
+	r.status.set(&st)
+	release.Store(&r.done, 1)
+	if f != nil {
+		f()
+	}
+}
+
+// IsWaited reports whether done, the word an extra progress was given
+// (SetExtraProgress), is r's: its caller waits for r or tests it.
+func (r *Request) IsWaited(done *atomic.Uint64) bool { return done == &r.done }
+
 // Engine returns the engine the request waits on (nil for a nil request).
 func (r *Request) Engine() *Engine {
 	if r == nil {

@@ -83,7 +83,7 @@ type Engine struct {
 	// extra is the instance's progress beyond the PML's (package mpi's
 	// nonblocking collectives), nil until set; pending says whether any of
 	// those is in flight (SetBackground).
-	extra   atomic.Pointer[func() int]
+	extra   atomic.Pointer[func(done *atomic.Uint64) int]
 	pending atomic.Pointer[func() bool]
 	busy    func() bool
 	bell    *rte.Bell
@@ -179,7 +179,7 @@ func (e *Engine) Progress() int {
 func (e *Engine) progressAll() int {
 	n := e.progress()
 	if f := e.extra.Load(); f != nil {
-		n += (*f)()
+		n += (*f)(nil)
 	}
 	return n
 }
@@ -188,8 +188,10 @@ func (e *Engine) progressAll() int {
 // after the PML's: package mpi advances its nonblocking collectives so. fn
 // never blocks, returns how many things it moved, and guards itself: any
 // goroutine that progresses calls it, and a call may nest in one (fn's own
-// sends progress the PML).
-func (e *Engine) SetExtraProgress(fn func() int) { e.extra.Store(&fn) }
+// sends progress the PML). done is the completion word of the request
+// that the calling goroutine waits for or tests (nil for none): fn may
+// complete that request with CompleteOwn, which wakes nobody.
+func (e *Engine) SetExtraProgress(fn func(done *atomic.Uint64) int) { e.extra.Store(&fn) }
 
 // SetBackground tells the engine how to know that operations are in
 // flight that nobody waits for (package mpi's nonblocking collectives), for
@@ -244,7 +246,7 @@ func (e *Engine) progressFor(done *atomic.Uint64) int {
 	if f == nil || done == nil {
 		return e.Progress()
 	}
-	n := (*f)()
+	n := (*f)(done)
 	if n == 0 || done.Load() == 0 {
 		n += e.progress()
 	}
