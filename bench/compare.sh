@@ -72,7 +72,7 @@
 #        python3 bench/compare_summary.py <OUT>   (the tables again)
 #        MODE=coll REPS=5 bench/compare.sh         (about 10 minutes)
 #        python3 bench/compare_coll_summary.py <OUT>
-#        MODE=nbc REPS=5 bench/compare.sh          (about 15 minutes)
+#        MODE=nbc REPS=5 bench/compare.sh          (NPS=2 alone: about 1 minute; 4 ranks take longer, MPICH polling oversubscribed)
 #        python3 bench/compare_nbc_summary.py <OUT>
 #        bench/plot.sh <OUT>                       (the plots again)
 set -euo pipefail

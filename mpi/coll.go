@@ -335,10 +335,20 @@ func Bcast[T Elem](c *Comm, buf []T, root int) error {
 }
 
 func bcastArgs[T Elem](c *Comm, name string, buf []T, root int) (*coll.Args, error) {
-	if err := c.checkRoot(name, root); err != nil {
+	a := c.args(coll.Args{})
+	if err := bcastCall(c, a, name, buf, root); err != nil {
 		return nil, err
 	}
-	return c.args(coll.Args{Recv: datatype.Bytes(buf), Root: root}), nil
+	return a, nil
+}
+
+// bcastCall is bcastArgs's check, setting a's fields (reductionCall).
+func bcastCall[T Elem](c *Comm, a *coll.Args, name string, buf []T, root int) error {
+	if err := c.checkRoot(name, root); err != nil {
+		return err
+	}
+	a.Recv, a.Root = datatype.Bytes(buf), root
+	return nil
 }
 
 // reductionArgs checks the buffers of an element-wise reduction and builds

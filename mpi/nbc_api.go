@@ -23,7 +23,8 @@ import "github.com/gompi/gompi/frameworks/coll"
 // Ibarrier starts a barrier (MPI_Ibarrier): the request completes once
 // every rank of c has started it.
 func (c *Comm) Ibarrier() (*Request, error) {
-	return c.nonblocking(coll.Barrier, "Ibarrier", c.args(coll.Args{}))
+	var a coll.Args
+	return c.nonblockingCall(coll.Barrier, "Ibarrier", &a)
 }
 
 // Ibarrier is Comm.Ibarrier.
@@ -39,11 +40,11 @@ func BarrierInit(c *Comm) (*Request, error) { return c.BarrierInit() }
 
 // Ibcast starts Bcast (MPI_Ibcast) and returns its request.
 func Ibcast[T Elem](c *Comm, buf []T, root int) (*Request, error) {
-	a, err := bcastArgs(c, "Ibcast", buf, root)
-	if err != nil {
+	var a coll.Args
+	if err := bcastCall(c, &a, "Ibcast", buf, root); err != nil {
 		return nil, err
 	}
-	return c.nonblocking(coll.Bcast, "Ibcast", a)
+	return c.nonblockingCall(coll.Bcast, "Ibcast", &a)
 }
 
 // BcastInit plans a persistent Bcast (MPI_Bcast_init) on these
