@@ -126,3 +126,32 @@ func TestReuseNeverOutlivesAPlanChoice(t *testing.T) {
 		return nil
 	})
 }
+
+// TestNonblockingOnlyRunsSm: a program that makes only nonblocking calls
+// gets sm's own path after its first call (which sets sm's segment up in
+// its run): from the second call on the run is sm's, kept and started
+// again, as after a blocking call.
+func TestNonblockingOnlyRunsSm(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		n := w.Size()
+		send, recv := []int64{int64(w.Rank() + 1)}, make([]int64, 1)
+		for k := 0; k < 5; k++ {
+			planned := w.NBPlans()
+			req, err := mpi.Iallreduce(w, send, recv, mpi.Sum)
+			if err != nil {
+				return err
+			}
+			if k >= 2 && w.NBPlans() != planned {
+				return fmt.Errorf("call %d planned afresh: sm's run was not kept", k)
+			}
+			if _, err := req.Wait(); err != nil {
+				return err
+			}
+			if recv[0] != int64(n*(n+1)/2) {
+				return fmt.Errorf("call %d: sum %d", k, recv[0])
+			}
+		}
+		return nil
+	})
+}

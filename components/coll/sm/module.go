@@ -77,7 +77,8 @@ func checkHeader(mem []byte, n, slot int) error {
 const (
 	unset = iota
 	on
-	off // setting up failed: every call goes below
+	off     // setting up failed: every call goes below
+	setting // a nonblocking call's run sets it up (nonblocking.go's setupPlan)
 )
 
 // The setup's message tags: phases no other algorithm of barrier uses.
@@ -101,7 +102,9 @@ type module struct {
 	below     [coll.NumOps]coll.Func
 	slots     coll.Slots
 
-	state int
+	// state is atomic: a nonblocking run sets the segment up on whichever
+	// goroutine progresses it, while the program may make a blocking call.
+	state atomic.Int32
 	seg   *shmem.Segment
 	// backing is what the segment is made of (shmem_backing).
 	backing shmem.Backing
@@ -172,12 +175,18 @@ func (m *module) passOn(op coll.Op, c coll.Comm, a *coll.Args, bytes int) error 
 // ready sets the segment up at the first call that needs it; false means
 // sm cannot run (the reason was logged once).
 func (m *module) ready(c coll.Comm) (bool, error) {
-	if m.state == unset {
+	switch m.state.Load() {
+	case unset:
 		if err := m.setup(c); err != nil {
 			return false, err
 		}
+	case setting:
+		// A nonblocking call before this one sets it up: it ends first.
+		if err := m.drainNB(); err != nil {
+			return false, err
+		}
 	}
-	return m.state == on, nil
+	return m.state.Load() == on, nil
 }
 
 // setup: rank 0 makes the segment and sends its name; every other rank
@@ -312,7 +321,7 @@ func (m *module) attach(owner shmem.Owner, name string, size int) error {
 func (m *module) settle(use bool, problem error) error {
 	if !use {
 		m.unmap()
-		m.state = off
+		m.state.Store(off)
 		m.log.Warn("no shared segment for the communicator's collectives: they go to the modules below",
 			"comm", m.node.Name(), "reason", problem)
 		return nil
@@ -335,7 +344,7 @@ func (m *module) settle(use bool, problem error) error {
 	m.bell = m.node.Runtime().Bell()
 	m.mine = m.sleeps[m.me]
 	m.bell.Watch(m)
-	m.state = on
+	m.state.Store(on)
 	m.log.Log(mca.VerboseInfo, "shared segment mapped", "comm", m.node.Name(), "ranks", m.n, "slot_bytes", m.slot)
 	return nil
 }
@@ -350,9 +359,9 @@ func (m *module) unmap() {
 // Finalize stops watching and unmaps the segment, when the communicator
 // is freed.
 func (m *module) Finalize() error {
-	if m.state == on {
+	if m.state.Load() == on {
 		m.bell.Unwatch(m)
-		m.state = off
+		m.state.Store(off)
 	}
 	m.armMu.Lock()
 	m.mine = nil

@@ -22,33 +22,41 @@ import (
 // blocking operations alone take them.
 
 // NBFunc fills the nonblocking slots of the operations sm carries; a call
-// that sm does not take (its size, a segment not set up yet) runs the
-// blocking algorithm of the module below sm as a coroutine, as coll nbc
-// would.
+// that sm does not take (its size, or a segment that could not be set up)
+// runs the blocking algorithm of the module below sm as a coroutine, as
+// coll nbc would.
+//
+// The first call that sm would take, on a communicator whose segment is
+// not set up yet, sets it up in its run (setupPlan), so that a program
+// that only makes nonblocking calls gets sm too. The calls made while that
+// run is in flight are planned as sm's on every rank, whatever the setup's
+// progress here (the choice must be the same everywhere): each waits for
+// the run before it, and if the ranks agreed that there is no segment, it
+// runs the coroutine then (nbPlan.below).
 func (m *module) NBFunc(op coll.Op) coll.NBFunc {
 	if m.slots[op] == nil {
 		return nil
 	}
 	return func(c coll.Comm, a *coll.Args) (coll.Plan, error) {
-		if !m.takesNB(op, a) {
+		state := m.state.Load()
+		if state == off || !m.takesNB(op, a) {
 			return coll.Coroutine(c, a, a.Blocking)
+		}
+		if state == unset {
+			return m.setupRun(c, a)
 		}
 		p := m.nbSpare.Swap(nil)
 		if p == nil {
 			p = &nbPlan{m: m}
 		}
-		p.op, p.a = op, a
+		p.op, p.a, p.c = op, a, c
 		return p, nil
 	}
 }
 
-// takesNB reports whether sm runs op on a natively: the segment is set up
-// (by a blocking call: setting it up exchanges messages and waits), and the
-// blocking form would run through it.
+// takesNB reports whether op on a is a call that sm runs itself once its
+// segment is set up: the blocking form would run through it.
 func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
-	if m.state != on {
-		return false
-	}
 	bytes := 0
 	switch op {
 	case coll.Bcast:
@@ -57,6 +65,79 @@ func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
 		bytes = len(a.Input())
 	}
 	return bytes <= m.maxBytes && (bytes >= m.rootedMin || op != coll.Bcast && op != coll.Reduce)
+}
+
+// setupRun plans the call that sets the segment up: a coroutine that runs
+// setup (its messages go out as the run is progressed; the run's tags keep
+// them apart from anything else), then this call with the module below's
+// algorithm, as every rank does for it. Its runs take tickets like sm's
+// own, so that the calls after them wait for them, and so does a blocking
+// call (ready). A persistent call's later runs are the module below's
+// algorithm alone, on every rank.
+func (m *module) setupRun(c coll.Comm, a *coll.Args) (coll.Plan, error) {
+	below := a.Blocking
+	if below == nil {
+		return coll.Coroutine(c, a, nil) // its error names the operation
+	}
+	setUp := false
+	inner, err := coll.Coroutine(c, a, func(c coll.Comm, a *coll.Args) error {
+		if !setUp {
+			setUp = true
+			if err := m.setup(c); err != nil {
+				return err
+			}
+		}
+		return below(c, a)
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.state.Store(setting)
+	return &setupPlan{m: m, inner: inner}, nil
+}
+
+// setupPlan is setupRun's plan: the coroutine, counted among sm's runs.
+type setupPlan struct {
+	m       *module
+	inner   coll.Plan
+	running bool // a run started and not yet counted done
+}
+
+func (p *setupPlan) Start(tag int) error {
+	p.m.nbTickets++
+	p.running = true
+	if err := p.inner.Start(tag); err != nil {
+		p.finish()
+		return err
+	}
+	return nil
+}
+
+func (p *setupPlan) Progress() (bool, error) {
+	done, err := p.inner.Progress()
+	if done {
+		p.finish()
+	}
+	return done, err
+}
+
+func (p *setupPlan) Free() {
+	p.inner.Free()
+	p.finish()
+	// Never started, or its setup ended without settling (a lost peer):
+	// sm stays off, as after a blocking setup that fails.
+	p.m.state.CompareAndSwap(setting, off)
+}
+
+// finish counts the run done, once.
+func (p *setupPlan) finish() {
+	if !p.running {
+		return
+	}
+	p.running = false
+	m := p.m
+	m.state.CompareAndSwap(setting, off)
+	release.Store(&m.nbFinished, m.nbFinished.Load()+1)
 }
 
 // The states of an nbPlan's run.
@@ -71,6 +152,10 @@ const (
 // nbPlan is one nonblocking sm operation.
 type nbPlan struct {
 	m      *module
+	c      coll.Comm
+	tag    int       // the run's base tag
+	below  coll.Plan // the module below's coroutine, when the setup it waited for failed
+	err    error     // why the run ended, when it could not start below
 	op     coll.Op
 	a      *coll.Args
 	ticket uint64 // this run's place among the communicator's nonblocking runs
@@ -80,18 +165,26 @@ type nbPlan struct {
 	split  bool   // an allreduce that shares the combining out (allreduceSplit)
 }
 
-func (p *nbPlan) Start(int) error {
+func (p *nbPlan) Start(tag int) error {
 	m := p.m
+	p.tag = tag
 	// Starts come in call order, from the program's calls on the
 	// communicator, one at a time.
 	m.nbTickets++
 	p.ticket = m.nbTickets
-	p.state = nbAfterPrev
+	p.state, p.err = nbAfterPrev, nil
 	p.advance()
 	return nil
 }
 
 func (p *nbPlan) Progress() (bool, error) {
+	if p.below != nil {
+		done, err := p.below.Progress()
+		if done && p.state != nbDone {
+			p.finish()
+		}
+		return done, err
+	}
 	if p.state != nbDone {
 		if err := p.m.node.Broken(); err != nil {
 			p.finish()
@@ -99,7 +192,11 @@ func (p *nbPlan) Progress() (bool, error) {
 		}
 	}
 	p.advance()
-	return p.state == nbDone, nil
+	if p.below != nil {
+		// The setup it waited for failed: the coroutine from now on.
+		return p.Progress()
+	}
+	return p.state == nbDone, p.err
 }
 
 // Free ends the plan; a run abandoned in flight (Finalize) no longer
@@ -109,7 +206,16 @@ func (p *nbPlan) Progress() (bool, error) {
 // allocate).
 func (p *nbPlan) Free() {
 	m := p.m
-	p.a = nil
+	if p.below != nil {
+		p.below.Free()
+		p.below = nil
+		if p.state != nbDone {
+			p.finish()
+		}
+		p.a, p.c = nil, nil
+		return
+	}
+	p.a, p.c = nil, nil
 	if p.state != nbDone {
 		p.finish()
 		return
@@ -120,7 +226,7 @@ func (p *nbPlan) Free() {
 // Reusable: a plan sm runs natively stays right, since the segment, once
 // set up, serves the communicator for its life; calls that sm passes on
 // are coroutines, which make no such claim.
-func (p *nbPlan) Reusable() bool { return true }
+func (p *nbPlan) Reusable() bool { return p.below == nil }
 
 // advance takes the run as far as it goes without waiting.
 func (p *nbPlan) advance() {
@@ -128,6 +234,13 @@ func (p *nbPlan) advance() {
 	if p.state == nbAfterPrev {
 		// Runs begin one after another and finish in that order.
 		if m.nbFinished.Load() < p.ticket-1 {
+			return
+		}
+		if m.state.Load() != on {
+			// Planned while a setup was in flight, which failed on every
+			// rank (they agree): the module below's algorithm, as the
+			// ranks that planned after it do.
+			p.runBelow()
 			return
 		}
 		p.state = nbBegin
@@ -196,6 +309,20 @@ func (p *nbPlan) advance() {
 		copyCached(a.Recv[:n], m.result(p.par, n))
 		p.finish()
 	}
+}
+
+// runBelow runs the call as a coroutine of the module below's algorithm.
+func (p *nbPlan) runBelow() {
+	below, err := coll.Coroutine(p.c, p.a, p.a.Blocking)
+	if err == nil {
+		err = below.Start(p.tag)
+	}
+	if err != nil {
+		p.err = err
+		p.finish()
+		return
+	}
+	p.below = below
 }
 
 // finish marks the run done here: the run started after it may begin,
