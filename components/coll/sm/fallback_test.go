@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gompi/gompi/components/coll/sm"
@@ -30,13 +29,7 @@ func TestSetupFails(t *testing.T) {
 		{"rank 2 cannot map it", 2, "could not map"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var logged strings.Builder
-			logf := func(format string, a ...any) {
-				mu.Lock()
-				fmt.Fprintf(&logged, format+"\n", a...)
-				mu.Unlock()
-			}
+			logged := &logBuffer{}
 			mpitest.Run(t, 3, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
 				if w.Rank() == c.failing {
@@ -76,8 +69,8 @@ func TestSetupFails(t *testing.T) {
 					return fmt.Errorf("allreduce: %d, want %d", sum[0], want)
 				}
 				return nil
-			}, mpitest.WithMCA("btl", "self,shm"), mpitest.WithLogf(logf))
-			out := logged.String()
+			}, mpitest.WithMCA("btl", "self,shm"), mpitest.WithLogf(logged.Logf))
+			out := logged.Text()
 			const warning = "no shared segment for the communicator's collectives"
 			if n := strings.Count(out, warning); n != 3 {
 				t.Errorf("%d warnings %q, want one per rank; log:\n%s", n, warning, out)

@@ -26,13 +26,7 @@ func TestNonblockingSetsTheSegmentUp(t *testing.T) {
 		failing int // -1: none
 	}{{"setup succeeds", -1}, {"rank 0 cannot make it", 0}, {"rank 2 cannot map it", 2}} {
 		t.Run(c.name, func(t *testing.T) {
-			var mu sync.Mutex
-			var logged strings.Builder
-			logf := func(format string, a ...any) {
-				mu.Lock()
-				fmt.Fprintf(&logged, format+"\n", a...)
-				mu.Unlock()
-			}
+			logged := &logBuffer{}
 			mpitest.Run(t, 3, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
 				if w.Rank() == c.failing {
@@ -77,10 +71,9 @@ func TestNonblockingSetsTheSegmentUp(t *testing.T) {
 						}
 					}
 					if round == 0 {
-						mu.Lock()
-						done := strings.Count(logged.String(), "shared segment mapped") +
-							strings.Count(logged.String(), "no shared segment for the communicator's collectives")
-						mu.Unlock()
+						out := logged.Text()
+						done := strings.Count(out, "shared segment mapped") +
+							strings.Count(out, "no shared segment for the communicator's collectives")
 						if done == 0 {
 							return fmt.Errorf("the first round's nonblocking calls did not set sm up")
 						}
@@ -97,9 +90,9 @@ func TestNonblockingSetsTheSegmentUp(t *testing.T) {
 					return fmt.Errorf("the segment's file is still mapped: %v", maps)
 				}
 				return nil
-			}, mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("coll_base_verbose", "40"), mpitest.WithLogf(logf))
+			}, mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("coll_base_verbose", "40"), mpitest.WithLogf(logged.Logf))
 			// Each rank set its world's segment up once (or warned once).
-			out := logged.String()
+			out := logged.Text()
 			mapped := strings.Count(out, "shared segment mapped")
 			warned := strings.Count(out, "no shared segment for the communicator's collectives")
 			if c.failing < 0 && (mapped != 3 || warned != 0) || c.failing >= 0 && (mapped != 0 || warned != 3) {
@@ -159,4 +152,24 @@ func TestPersistentFirstCall(t *testing.T) {
 			}, mpitest.WithMCA("btl", "self,shm"))
 		})
 	}
+}
+
+// logBuffer collects the log lines of a job's goroutine ranks
+// (mpitest.WithLogf).
+type logBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *logBuffer) Logf(format string, a ...any) {
+	l.mu.Lock()
+	fmt.Fprintf(&l.buf, format+"\n", a...)
+	l.mu.Unlock()
+}
+
+// Text is what was logged so far.
+func (l *logBuffer) Text() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
