@@ -95,6 +95,9 @@ type nbcRun struct {
 	// next identical call may take it (Comm.reuse).
 	reusable bool
 	idle     atomic.Uint64
+	// reuser is plan as a coll.Reusable, or nil: asserted once, at
+	// planning (an assertion to an interface costs a lookup per run).
+	reuser coll.Reusable
 }
 
 // Recycle takes back a nonblocking run whose request a Wait returned
@@ -125,7 +128,7 @@ func (r *nbcRun) Recycle() {
 	}
 	// The request stays as the Wait left it (done, freed): a program that
 	// looks at it again sees it complete, as with a recycled p2p request.
-	r.c, r.a, r.plan, r.name = nil, nil, nil, ""
+	r.c, r.a, r.plan, r.reuser, r.name = nil, nil, nil, nil, ""
 	c.runPool.Put(r)
 }
 
@@ -199,8 +202,7 @@ func (i *Instance) finishRun(r *nbcRun, err error, own bool) {
 		err = fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
 	}
 	if !r.persistent {
-		p, ok := r.plan.(coll.Reusable)
-		r.reusable = err == nil && ok && p.Reusable()
+		r.reusable = err == nil && r.reuser != nil && r.reuser.Reusable()
 		if !r.reusable {
 			r.release()
 		}
@@ -415,7 +417,7 @@ func (r *nbcRun) drop() {
 	r.reusable = false
 	r.release()
 	c := r.c
-	r.c, r.a, r.plan, r.name = nil, nil, nil, ""
+	r.c, r.a, r.plan, r.reuser, r.name = nil, nil, nil, nil, ""
 	c.runPool.Put(r)
 }
 
@@ -464,6 +466,7 @@ func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nb
 		r = new(nbcRun)
 	}
 	r.c, r.op, r.name, r.a, r.plan, r.persistent, r.freed, r.reusable = c, op, name, a, p, persistent, false, false
+	r.reuser, _ = p.(coll.Reusable)
 	return r, nil
 }
 
