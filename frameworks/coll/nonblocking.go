@@ -199,9 +199,9 @@ type Reusable interface {
 // SameCall reports whether b is the call a (a plan's arguments) was made
 // for, made again: the same buffers (the same memory, as a plan may keep
 // pointers into them), in-place form and root, and the same bound reducer;
-// Table.Plan's own fields are not compared. Calls with count arrays (the v forms, reduce_scatter) never match:
-// a plan may have derived its blocks from them, and the program may have
-// changed them in place since.
+// Table.Plan's own fields are not compared. Calls with count arrays (the v
+// forms, reduce_scatter) never match: a plan may have derived its blocks
+// from them, and the program may have changed them in place since.
 func (a *Args) SameCall(b *Args) bool {
 	return a.Counts == nil && b.Counts == nil && a.Displs == nil && b.Displs == nil &&
 		a.SendCounts == nil && b.SendCounts == nil && a.SendDispls == nil && b.SendDispls == nil &&
