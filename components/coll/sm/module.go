@@ -78,7 +78,7 @@ const (
 	unset = iota
 	on
 	off     // setting up failed: every call goes below
-	setting // a nonblocking call's run sets it up (nonblocking.go's setupPlan)
+	setting // a nonblocking run sets it up (nonblocking.go: nbPlan.startSetup)
 )
 
 // The setup's message tags: phases no other algorithm of barrier uses.

@@ -26,28 +26,33 @@ import (
 // runs the blocking algorithm of the module below sm as a coroutine, as
 // coll nbc would.
 //
-// The first call that sm would take, on a communicator whose segment is
-// not set up yet, sets it up in its run (setupPlan), so that a program
-// that only makes nonblocking calls gets sm too. The calls made while that
-// run is in flight are planned as sm's on every rank, whatever the setup's
-// progress here (the choice must be the same everywhere): each waits for
-// the run before it, and if the ranks agreed that there is no segment, it
-// runs the coroutine then (nbPlan.below).
+// Whether a run of an nbPlan is sm's own is decided when it starts, not
+// when it is planned: every rank starts the calls of a communicator in the
+// same order, blocking and nonblocking, persistent runs among them, so the
+// segment's state at a start is the same on every rank (unset, or set up
+// or being set up by an earlier call). A persistent call planned before
+// the segment existed therefore runs natively once it does, and one kept
+// unstarted holds nothing back.
+//
+// A run started while the segment is unset sets it up (the first call sm
+// would take, in a program that makes nonblocking calls first): a
+// coroutine that runs sm's setup, whose messages go out as the run is
+// progressed, then the call with the module below's algorithm, on every
+// rank. The runs started while that one is in flight wait for it, and run
+// the module below's algorithm if the ranks agreed that there is no
+// segment (nbPlan.below).
 func (m *module) NBFunc(op coll.Op) coll.NBFunc {
 	if m.slots[op] == nil {
 		return nil
 	}
 	return func(c coll.Comm, a *coll.Args) (coll.Plan, error) {
-		state := m.state.Load()
-		if state == off || !m.takesNB(op, a) {
+		if m.state.Load() == off || !m.takesNB(op, a) {
 			return coll.Coroutine(c, a, a.Blocking)
-		}
-		if state == unset {
-			return m.setupRun(c, a)
 		}
 		p := m.nbSpare.Swap(nil)
 		if p == nil {
-			p = &nbPlan{m: m}
+			// Done until started: a plan freed unstarted counts no run.
+			p = &nbPlan{m: m, state: nbDone}
 		}
 		p.op, p.a, p.c = op, a, c
 		return p, nil
@@ -67,77 +72,29 @@ func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
 	return bytes <= m.maxBytes && (bytes >= m.rootedMin || op != coll.Bcast && op != coll.Reduce)
 }
 
-// setupRun plans the call that sets the segment up: a coroutine that runs
-// setup (its messages go out as the run is progressed; the run's tags keep
-// them apart from anything else), then this call with the module below's
-// algorithm, as every rank does for it. Its runs take tickets like sm's
-// own, so that the calls after them wait for them, and so does a blocking
-// call (ready). A persistent call's later runs are the module below's
-// algorithm alone, on every rank.
-func (m *module) setupRun(c coll.Comm, a *coll.Args) (coll.Plan, error) {
-	below := a.Blocking
+// startSetup makes p's run the one that sets the segment up: sm's setup,
+// then the call with the module below's algorithm, as a coroutine. It
+// counts among sm's runs (its ticket), so that the runs after it wait for
+// it, and so does a blocking call (ready).
+func (p *nbPlan) startSetup() error {
+	m := p.m
+	below := p.a.Blocking
 	if below == nil {
-		return coll.Coroutine(c, a, nil) // its error names the operation
+		_, err := coll.Coroutine(p.c, p.a, nil) // its error names the operation
+		return err
 	}
-	setUp := false
-	inner, err := coll.Coroutine(c, a, func(c coll.Comm, a *coll.Args) error {
-		if !setUp {
-			setUp = true
-			if err := m.setup(c); err != nil {
-				return err
-			}
+	setup, err := coll.Coroutine(p.c, p.a, func(c coll.Comm, a *coll.Args) error {
+		if err := m.setup(c); err != nil {
+			return err
 		}
 		return below(c, a)
 	})
 	if err != nil {
-		return nil, err
-	}
-	m.state.Store(setting)
-	return &setupPlan{m: m, inner: inner}, nil
-}
-
-// setupPlan is setupRun's plan: the coroutine, counted among sm's runs.
-type setupPlan struct {
-	m       *module
-	inner   coll.Plan
-	running bool // a run started and not yet counted done
-}
-
-func (p *setupPlan) Start(tag int) error {
-	p.m.nbTickets++
-	p.running = true
-	if err := p.inner.Start(tag); err != nil {
-		p.finish()
 		return err
 	}
-	return nil
-}
-
-func (p *setupPlan) Progress() (bool, error) {
-	done, err := p.inner.Progress()
-	if done {
-		p.finish()
-	}
-	return done, err
-}
-
-func (p *setupPlan) Free() {
-	p.inner.Free()
-	p.finish()
-	// Never started, or its setup ended without settling (a lost peer):
-	// sm stays off, as after a blocking setup that fails.
-	p.m.state.CompareAndSwap(setting, off)
-}
-
-// finish counts the run done, once.
-func (p *setupPlan) finish() {
-	if !p.running {
-		return
-	}
-	p.running = false
-	m := p.m
-	m.state.CompareAndSwap(setting, off)
-	release.Store(&m.nbFinished, m.nbFinished.Load()+1)
+	m.state.Store(setting)
+	p.setup, p.inner = setup, setup
+	return setup.Start(p.tag)
 }
 
 // The states of an nbPlan's run.
@@ -151,18 +108,23 @@ const (
 
 // nbPlan is one nonblocking sm operation.
 type nbPlan struct {
-	m      *module
-	c      coll.Comm
-	tag    int       // the run's base tag
-	below  coll.Plan // the module below's coroutine, when the setup it waited for failed
-	err    error     // why the run ended, when it could not start below
-	op     coll.Op
-	a      *coll.Args
-	ticket uint64 // this run's place among the communicator's nonblocking runs
-	state  int
-	k      uint64 // this run's (first) sequence number
-	par    int    // and its slots' parity
-	split  bool   // an allreduce that shares the combining out (allreduceSplit)
+	m   *module
+	c   coll.Comm
+	tag int // the run's base tag
+	// below is the module below's coroutine, made by the first run that
+	// found the segment off (a setup that failed), kept for the next;
+	// setup is the coroutine of a run that set the segment up (startSetup);
+	// inner is the one of the two that the run in flight is, or nil: sm's
+	// own steps.
+	below, setup, inner coll.Plan
+	err                 error // why the run ended, when it could not start below
+	op                  coll.Op
+	a                   *coll.Args
+	ticket              uint64 // this run's place among the communicator's nonblocking runs
+	state               int
+	k                   uint64 // this run's (first) sequence number
+	par                 int    // and its slots' parity
+	split               bool   // an allreduce that shares the combining out (allreduceSplit)
 }
 
 func (p *nbPlan) Start(tag int) error {
@@ -172,14 +134,27 @@ func (p *nbPlan) Start(tag int) error {
 	// communicator, one at a time.
 	m.nbTickets++
 	p.ticket = m.nbTickets
-	p.state, p.err = nbAfterPrev, nil
+	p.state, p.err, p.inner = nbAfterPrev, nil, nil
+	if p.setup != nil {
+		// The setup ran in the last run; this one is sm's or below's.
+		p.setup.Free()
+		p.setup = nil
+	}
+	if m.state.Load() == unset {
+		if err := p.startSetup(); err != nil {
+			p.inner = nil
+			p.finish()
+			return err
+		}
+		return nil
+	}
 	p.advance()
 	return nil
 }
 
 func (p *nbPlan) Progress() (bool, error) {
-	if p.below != nil {
-		done, err := p.below.Progress()
+	if p.inner != nil {
+		done, err := p.inner.Progress()
 		if done && p.state != nbDone {
 			p.finish()
 		}
@@ -192,7 +167,7 @@ func (p *nbPlan) Progress() (bool, error) {
 		}
 	}
 	p.advance()
-	if p.below != nil {
+	if p.inner != nil {
 		// The setup it waited for failed: the coroutine from now on.
 		return p.Progress()
 	}
@@ -206,27 +181,30 @@ func (p *nbPlan) Progress() (bool, error) {
 // allocate).
 func (p *nbPlan) Free() {
 	m := p.m
+	spare := p.state == nbDone && p.below == nil && p.setup == nil
+	if p.state != nbDone {
+		p.finish()
+	}
+	p.a, p.c, p.inner = nil, nil, nil
+	if spare {
+		m.nbSpare.Store(p)
+		return
+	}
 	if p.below != nil {
 		p.below.Free()
 		p.below = nil
-		if p.state != nbDone {
-			p.finish()
-		}
-		p.a, p.c = nil, nil
-		return
 	}
-	p.a, p.c = nil, nil
-	if p.state != nbDone {
-		p.finish()
-		return
+	if p.setup != nil {
+		p.setup.Free()
+		p.setup = nil
 	}
-	m.nbSpare.Store(p)
 }
 
-// Reusable: a plan sm runs natively stays right, since the segment, once
-// set up, serves the communicator for its life; calls that sm passes on
-// are coroutines, which make no such claim.
-func (p *nbPlan) Reusable() bool { return p.below == nil }
+// Reusable: a run of sm's own steps stays right for the same call made
+// again, since the segment, once set up, serves the communicator for its
+// life; a run that set the segment up or ran the module below's
+// algorithm makes no such claim.
+func (p *nbPlan) Reusable() bool { return p.inner == nil }
 
 // advance takes the run as far as it goes without waiting.
 func (p *nbPlan) advance() {
@@ -313,25 +291,36 @@ func (p *nbPlan) advance() {
 
 // runBelow runs the call as a coroutine of the module below's algorithm.
 func (p *nbPlan) runBelow() {
-	below, err := coll.Coroutine(p.c, p.a, p.a.Blocking)
-	if err == nil {
-		err = below.Start(p.tag)
+	if p.below == nil {
+		below, err := coll.Coroutine(p.c, p.a, p.a.Blocking)
+		if err != nil {
+			p.err = err
+			p.finish()
+			return
+		}
+		p.below = below
 	}
-	if err != nil {
+	if err := p.below.Start(p.tag); err != nil {
 		p.err = err
 		p.finish()
 		return
 	}
-	p.below = below
+	p.inner = p.below
 }
 
 // finish marks the run done here: the run started after it may begin,
 // and, with none left in flight, a blocking operation.
 func (p *nbPlan) finish() {
 	p.state = nbDone
+	m := p.m
+	if p.setup != nil {
+		// A setup that ended without settling (a lost peer) leaves sm
+		// off, as a blocking setup that fails does.
+		m.state.CompareAndSwap(setting, off)
+	}
 	// Plans run one at a time (coll.Plan): a plain store publishes the
 	// count to a blocking call's drainNB.
-	release.Store(&p.m.nbFinished, p.m.nbFinished.Load()+1)
+	release.Store(&m.nbFinished, m.nbFinished.Load()+1)
 }
 
 // allAt reports, without waiting, whether every rank has published k.
