@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -98,6 +99,30 @@ type nbcRun struct {
 	// reuser is plan as a coll.Reusable, or nil: asserted once, at
 	// planning (an assertion to an interface costs a lookup per run).
 	reuser coll.Reusable
+	// call is the program's call that last started this run, as it made
+	// it (its slices and op, before any checking): the same call again
+	// starts it again without the checks (Comm.startRepeat). Zero for
+	// calls that do not say (call.set false).
+	call rawCall
+}
+
+// rawCall is a nonblocking collective's call as the program made it: the
+// memory of its buffers, its op and element type, its root. Two equal
+// rawCalls made the same coll.Args (the checks and the arguments depend
+// on nothing else), so a run planned for one serves the other.
+type rawCall struct {
+	set        bool
+	send, recv unsafe.Pointer
+	ns, nr     int
+	op         *Op
+	elem       any // (*T)(nil): the element type
+	root       int
+}
+
+// reductionRaw is the rawCall of a reduction's call.
+func reductionRaw[T Elem](send, recv []T, op *Op, root int) rawCall {
+	return rawCall{set: true, send: unsafe.Pointer(unsafe.SliceData(send)), recv: unsafe.Pointer(unsafe.SliceData(recv)),
+		ns: len(send), nr: len(recv), op: op, elem: (*T)(nil), root: root}
 }
 
 // Recycle takes back a nonblocking run whose request a Wait returned
@@ -128,7 +153,7 @@ func (r *nbcRun) Recycle() {
 	}
 	// The request stays as the Wait left it (done, freed): a program that
 	// looks at it again sees it complete, as with a recycled p2p request.
-	r.c, r.a, r.plan, r.reuser, r.name = nil, nil, nil, nil, ""
+	r.c, r.a, r.plan, r.reuser, r.name, r.call = nil, nil, nil, nil, "", rawCall{}
 	c.runPool.Put(r)
 }
 
@@ -357,6 +382,48 @@ func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, err
 // starts its run again (Comm.reuse) and takes no arguments from the pool;
 // another is planned with a copy of v.
 func (c *Comm) nonblockingCall(op coll.Op, name string, v *coll.Args) (*Request, error) {
+	return c.nonblockingRaw(op, name, v, nil)
+}
+
+// startRepeat starts the communicator's kept run of op when k is the call
+// that last started it (rawCall), skipping the checks and the building of
+// the arguments that the call made then: a loop of one nonblocking
+// reduction on the same buffers pays Start's cost. ok false: not a
+// repeat; the caller takes the full path (nonblockingRaw), which also
+// reports any error.
+func (c *Comm) startRepeat(op coll.Op, name string, k *rawCall) (req *Request, err error, ok bool) {
+	if c == nil || c.inst == nil {
+		return nil, nil, false
+	}
+	r := c.nbReuse[op].Load()
+	if r == nil || c.check(name) != nil || c.broken(name) != nil {
+		return nil, nil, false
+	}
+	i := c.inst
+	s := &i.nbc
+	s.mu.Lock()
+	// Under the lock: the slot's run, its idleness and its call are the
+	// lock holder's to change.
+	if r = c.nbReuse[op].Load(); r == nil || r.idle.Load() == 0 || r.call != *k {
+		s.mu.Unlock()
+		return nil, nil, false
+	}
+	release.Store(&r.idle, 0)
+	r.req.Init(i.pml.Engine(), nil)
+	if err := i.startLocked(r); err != nil {
+		c.nbReuse[op].Store(nil)
+		r.release()
+		s.mu.Unlock()
+		return nil, err, true
+	}
+	s.mu.Unlock()
+	i.started()
+	return &r.req, nil, true
+}
+
+// nonblockingRaw is nonblockingCall that records k, the program's call
+// (nil: none), in the run it starts, for startRepeat.
+func (c *Comm) nonblockingRaw(op coll.Op, name string, v *coll.Args, k *rawCall) (*Request, error) {
 	i := c.inst
 	if err := c.check(name); err != nil {
 		return nil, err
@@ -374,6 +441,11 @@ func (c *Comm) nonblockingCall(op coll.Op, name string, v *coll.Args) (*Request,
 			return nil, err
 		}
 		s.mu.Lock()
+	}
+	if k != nil {
+		r.call = *k
+	} else {
+		r.call = rawCall{}
 	}
 	r.req.Init(i.pml.Engine(), nil)
 	if err := i.startLocked(r); err != nil {
@@ -417,7 +489,7 @@ func (r *nbcRun) drop() {
 	r.reusable = false
 	r.release()
 	c := r.c
-	r.c, r.a, r.plan, r.reuser, r.name = nil, nil, nil, nil, ""
+	r.c, r.a, r.plan, r.reuser, r.name, r.call = nil, nil, nil, nil, "", rawCall{}
 	c.runPool.Put(r)
 }
 

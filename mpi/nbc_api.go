@@ -59,11 +59,15 @@ func BcastInit[T Elem](c *Comm, buf []T, root int) (*Request, error) {
 
 // Ireduce starts Reduce (MPI_Ireduce) and returns its request.
 func Ireduce[T Elem](c *Comm, send, recv []T, op *Op, root int) (*Request, error) {
+	k := reductionRaw(send, recv, op, root)
+	if req, err, ok := c.startRepeat(coll.Reduce, "Ireduce", &k); ok {
+		return req, err
+	}
 	var a coll.Args
 	if err := reduceCall(c, &a, "Ireduce", send, recv, op, root); err != nil {
 		return nil, err
 	}
-	return c.nonblockingCall(coll.Reduce, "Ireduce", &a)
+	return c.nonblockingRaw(coll.Reduce, "Ireduce", &a, &k)
 }
 
 // ReduceInit plans a persistent Reduce (MPI_Reduce_init) on these
@@ -78,11 +82,15 @@ func ReduceInit[T Elem](c *Comm, send, recv []T, op *Op, root int) (*Request, er
 
 // Iallreduce starts Allreduce (MPI_Iallreduce) and returns its request.
 func Iallreduce[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
+	k := reductionRaw(send, recv, op, 0)
+	if req, err, ok := c.startRepeat(coll.Allreduce, "Iallreduce", &k); ok {
+		return req, err
+	}
 	var a coll.Args
 	if err := reductionCall(c, &a, "Iallreduce", send, recv, op, true); err != nil {
 		return nil, err
 	}
-	return c.nonblockingCall(coll.Allreduce, "Iallreduce", &a)
+	return c.nonblockingRaw(coll.Allreduce, "Iallreduce", &a, &k)
 }
 
 // AllreduceInit plans a persistent Allreduce (MPI_Allreduce_init) on these
@@ -97,11 +105,15 @@ func AllreduceInit[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
 
 // Iscan starts Scan (MPI_Iscan) and returns its request.
 func Iscan[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
+	k := reductionRaw(send, recv, op, 0)
+	if req, err, ok := c.startRepeat(coll.Scan, "Iscan", &k); ok {
+		return req, err
+	}
 	var a coll.Args
 	if err := reductionCall(c, &a, "Iscan", send, recv, op, true); err != nil {
 		return nil, err
 	}
-	return c.nonblockingCall(coll.Scan, "Iscan", &a)
+	return c.nonblockingRaw(coll.Scan, "Iscan", &a, &k)
 }
 
 // ScanInit plans a persistent Scan (MPI_Scan_init) on these
@@ -116,11 +128,15 @@ func ScanInit[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
 
 // Iexscan starts Exscan (MPI_Iexscan) and returns its request.
 func Iexscan[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
+	k := reductionRaw(send, recv, op, 0)
+	if req, err, ok := c.startRepeat(coll.Exscan, "Iexscan", &k); ok {
+		return req, err
+	}
 	var a coll.Args
 	if err := reductionCall(c, &a, "Iexscan", send, recv, op, true); err != nil {
 		return nil, err
 	}
-	return c.nonblockingCall(coll.Exscan, "Iexscan", &a)
+	return c.nonblockingRaw(coll.Exscan, "Iexscan", &a, &k)
 }
 
 // ExscanInit plans a persistent Exscan (MPI_Exscan_init) on these

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -154,4 +155,71 @@ func TestNonblockingOnlyRunsSm(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRepeatMatchesTheWholeCall: a call that repeats the kept run's
+// buffers but differs in what else makes its arguments (the element type
+// over the same memory, the lengths, the root) is not started as a
+// repeat: each result is its own call's.
+func TestRepeatMatchesTheWholeCall(t *testing.T) {
+	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		if err := w.Barrier(); err != nil { // sets sm's segment up
+			return err
+		}
+		n, me := w.Size(), w.Rank()
+		wait := func(req *mpi.Request, err error) error {
+			if err != nil {
+				return err
+			}
+			_, err = req.Wait()
+			return err
+		}
+		send, recv := []float64{float64(me + 1), 1}, make([]float64, 2)
+		for k := 0; k < 3; k++ {
+			if err := wait(mpi.Iallreduce(w, send, recv, mpi.Sum)); err != nil {
+				return err
+			}
+		}
+		// The same memory as int64: the same pointers, lengths and op.
+		isend := unsafe.Slice((*int64)(unsafe.Pointer(&send[0])), 2)
+		irecv := unsafe.Slice((*int64)(unsafe.Pointer(&recv[0])), 2)
+		// Values whose float64 sum is not their int64 sum.
+		isend[0], isend[1] = int64(me+1)<<52, 2
+		if err := wait(mpi.Iallreduce(w, isend, irecv, mpi.Sum)); err != nil {
+			return err
+		}
+		if irecv[0] != int64(n*(n+1)/2)<<52 || irecv[1] != int64(2*n) {
+			return fmt.Errorf("int64 sum over the float64 call's memory: %v", irecv)
+		}
+		// Shorter slices of the same memory.
+		send[0], send[1], recv[1] = float64(me+1), 1, -1
+		for k := 0; k < 2; k++ {
+			if err := wait(mpi.Iallreduce(w, send, recv, mpi.Sum)); err != nil {
+				return err
+			}
+		}
+		recv[1] = -1
+		if err := wait(mpi.Iallreduce(w, send[:1], recv[:1], mpi.Sum)); err != nil {
+			return err
+		}
+		if recv[0] != float64(n*(n+1)/2) || recv[1] != -1 {
+			return fmt.Errorf("one element of two: %v, want [%d -1]", recv, n*(n+1)/2)
+		}
+		// Ireduce to rank 0 twice, then to rank 1 on the same buffers.
+		for _, root := range []int{0, 0, 1} {
+			recv[0] = -1
+			if err := wait(mpi.Ireduce(w, send[:1], recv[:1], mpi.Sum, root)); err != nil {
+				return err
+			}
+			want := -1.0
+			if me == root {
+				want = float64(n * (n + 1) / 2)
+			}
+			if recv[0] != want {
+				return fmt.Errorf("Ireduce to %d: rank %d has %v, want %v", root, me, recv[0], want)
+			}
+		}
+		return nil
+	}, mpitest.WithMCA("coll_sm_rooted_min_bytes", "0")) // sm's own reduce even where ranks outnumber cores
 }
