@@ -119,7 +119,8 @@ type rawCall struct {
 	root       int
 }
 
-// reductionRaw is the rawCall of a reduction's call.
+// reductionRaw is the rawCall of a reduction's call (and of a bcast's:
+// no send buffer, no op).
 func reductionRaw[T Elem](send, recv []T, op *Op, root int) rawCall {
 	return rawCall{set: true, send: unsafe.Pointer(unsafe.SliceData(send)), recv: unsafe.Pointer(unsafe.SliceData(recv)),
 		ns: len(send), nr: len(recv), op: op, elem: (*T)(nil), root: root}

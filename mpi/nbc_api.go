@@ -40,11 +40,15 @@ func BarrierInit(c *Comm) (*Request, error) { return c.BarrierInit() }
 
 // Ibcast starts Bcast (MPI_Ibcast) and returns its request.
 func Ibcast[T Elem](c *Comm, buf []T, root int) (*Request, error) {
+	k := reductionRaw(nil, buf, nil, root)
+	if req, err, ok := c.startRepeat(coll.Bcast, "Ibcast", &k); ok {
+		return req, err
+	}
 	var a coll.Args
 	if err := bcastCall(c, &a, "Ibcast", buf, root); err != nil {
 		return nil, err
 	}
-	return c.nonblockingCall(coll.Bcast, "Ibcast", &a)
+	return c.nonblockingRaw(coll.Bcast, "Ibcast", &a, &k)
 }
 
 // BcastInit plans a persistent Bcast (MPI_Bcast_init) on these

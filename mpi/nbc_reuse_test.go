@@ -159,8 +159,8 @@ func TestNonblockingOnlyRunsSm(t *testing.T) {
 
 // TestRepeatMatchesTheWholeCall: a call that repeats the kept run's
 // buffers but differs in what else makes its arguments (the element type
-// over the same memory, the lengths, the root) is not started as a
-// repeat: each result is its own call's.
+// over the same memory, the lengths, the root of a reduce or a bcast) is
+// not started as a repeat: each result is its own call's.
 func TestRepeatMatchesTheWholeCall(t *testing.T) {
 	mpitest.Run(t, 3, func(r *mpitest.Rank) error {
 		w := r.CommWorld()
@@ -220,6 +220,17 @@ func TestRepeatMatchesTheWholeCall(t *testing.T) {
 				return fmt.Errorf("Ireduce to %d: rank %d has %v, want %v", root, me, recv[0], want)
 			}
 		}
+		// Ibcast from rank 0 twice, then from rank 2, on the same buffer.
+		for _, root := range []int{0, 0, 2} {
+			buf := recv[:1]
+			buf[0] = float64(10*root + me)
+			if err := wait(mpi.Ibcast(w, buf, root)); err != nil {
+				return err
+			}
+			if buf[0] != float64(11*root) {
+				return fmt.Errorf("Ibcast from %d: rank %d has %v, want %v", root, me, buf[0], 11*root)
+			}
+		}
 		return nil
-	}, mpitest.WithMCA("coll_sm_rooted_min_bytes", "0")) // sm's own reduce even where ranks outnumber cores
+	}, mpitest.WithMCA("coll_sm_rooted_min_bytes", "0")) // sm's own reduce and bcast even where ranks outnumber cores
 }
