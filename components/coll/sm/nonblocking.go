@@ -215,9 +215,9 @@ func (p *nbPlan) advance() {
 			return
 		}
 		if m.state.Load() != on {
-			// Planned while a setup was in flight, which failed on every
-			// rank (they agree): the module below's algorithm, as the
-			// ranks that planned after it do.
+			// Started while a setup was in flight, which failed on every
+			// rank (they agree), or after it failed: the module below's
+			// algorithm, as on every other rank.
 			p.runBelow()
 			return
 		}
