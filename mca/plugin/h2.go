@@ -64,6 +64,10 @@ var clientPreface = []byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
 const (
 	grpcOK      = 0
 	grpcUnknown = 2
+	// What a plugin's gRPC server answers when the call's grpc-timeout
+	// passes or the call is cancelled.
+	grpcCancelled        = 1
+	grpcDeadlineExceeded = 4
 )
 
 // rpcError is a call the plugin answered with a non-OK grpc-status.
@@ -76,6 +80,9 @@ func (e *rpcError) Error() string { return fmt.Sprintf("grpc-status %d: %s", e.c
 
 // errCallTimeout is a call that got no answer in time.
 var errCallTimeout = errors.New("no answer in time")
+
+// errPluginReset is a call the plugin ended with RST_STREAM.
+var errPluginReset = errors.New("the plugin reset the call")
 
 // errStreamEnded stops sending on a stream that has ended: the plugin may
 // answer, or reset the call, before it has read all of the request.
@@ -147,6 +154,10 @@ type h2conn struct {
 	kick      chan struct{} // closed, and replaced, when a send window grows or the connection fails
 
 	done chan struct{} // closed when the reader has ended
+
+	// callTimer starts a unary call's timer (time.NewTimer); a test sets it
+	// to make the host's timer late.
+	callTimer func(time.Duration) *time.Timer
 }
 
 // h2stream is one call. Its receive state belongs to the reader until done
@@ -174,6 +185,7 @@ func newH2Conn(nc net.Conn, timeout time.Duration) (*h2conn, error) {
 		streams: map[uint32]*h2stream{}, nextID: 1,
 		sendWin: h2Window, peerWin: h2Window, peerFrame: h2MaxFrame,
 		kick: make(chan struct{}), done: make(chan struct{}),
+		callTimer: time.NewTimer,
 	}
 	var settings []byte
 	for _, s := range [][2]uint32{{settingEnablePush, 0}, {settingMaxHeaderList, maxHeaderBlock}} {
@@ -427,15 +439,26 @@ func (s *h2stream) streamErr() error {
 	return nil
 }
 
+// gaveUp reports whether err is the plugin ending a call it did not
+// answer: a reset, or the status its server gives a call past its deadline.
+func gaveUp(err error) bool {
+	var rerr *rpcError
+	if errors.As(err, &rerr) {
+		return rerr.code == grpcDeadlineExceeded || rerr.code == grpcCancelled
+	}
+	return errors.Is(err, errPluginReset)
+}
+
 // unary calls path with msg and returns the answer's one message.
 func (c *h2conn) unary(path string, msg []byte, timeout time.Duration) ([]byte, error) {
+	begun := time.Now()
 	s, err := c.open(path, msg, timeout, nil)
 	if err != nil {
 		return nil, err
 	}
 	var timer <-chan time.Time
 	if timeout > 0 {
-		t := time.NewTimer(timeout)
+		t := c.callTimer(timeout)
 		defer t.Stop()
 		timer = t.C
 	}
@@ -446,6 +469,12 @@ func (c *h2conn) unary(path string, msg []byte, timeout time.Duration) ([]byte, 
 		<-s.done
 	}
 	if err := s.streamErr(); err != nil {
+		// The plugin's server has the deadline too (grpc-timeout) and may
+		// give up first, by a reset or a status, when our timer runs late:
+		// still a call that got no answer in time.
+		if timeout > 0 && time.Since(begun) >= timeout && gaveUp(err) {
+			return nil, errCallTimeout
+		}
 		return nil, err
 	}
 	if len(s.msgs) != 1 {
@@ -567,7 +596,7 @@ func (c *h2conn) readFrames() error {
 				return errors.New("a malformed RST_STREAM")
 			}
 			if s := c.stream(fh.stream); s != nil && c.forget(s) {
-				s.finish(fmt.Errorf("the plugin reset the call (HTTP/2 error %s)", h2ErrName(binary.BigEndian.Uint32(p))))
+				s.finish(fmt.Errorf("%w (HTTP/2 error %s)", errPluginReset, h2ErrName(binary.BigEndian.Uint32(p))))
 			}
 		case frameSettings:
 			if err := c.settings(fh, p); err != nil {

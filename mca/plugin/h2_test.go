@@ -235,6 +235,50 @@ func TestH2CallErrors(t *testing.T) {
 	}
 }
 
+// A plugin's server has the call's deadline too (grpc-timeout) and gives
+// up on it by a reset or a DEADLINE_EXCEEDED status. When that comes
+// before the host's own timer fires (a loaded machine runs the timer
+// late), the call still fails as one that got no answer in time; before
+// the deadline, a reset is the plugin's own doing and says so.
+func TestH2PluginGivesUpAtTheDeadline(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	c, f := newFake(t)
+	c.callTimer = func(time.Duration) *time.Timer { return time.NewTimer(time.Hour) }
+	unary := func() chan callResult {
+		ch := make(chan callResult, 1)
+		go func() {
+			b, err := c.unary("/svc/M", nil, timeout)
+			ch <- callResult{b, err}
+		}()
+		return ch
+	}
+	for _, giveUp := range []struct {
+		name  string
+		frame func(id uint32) []byte
+	}{
+		{"a reset", func(id uint32) []byte {
+			return frameBytes(frameRSTStream, 0, id, binary.BigEndian.AppendUint32(nil, h2Cancel))
+		}},
+		{"DEADLINE_EXCEEDED", func(id uint32) []byte {
+			return frameBytes(frameHeaders, flagEndHeaders|flagEndStream, id, f.block(append(okHeaders, "grpc-status", "4")...))
+		}},
+	} {
+		res := unary()
+		id := f.next(frameHeaders).fh.stream
+		time.Sleep(timeout + 10*time.Millisecond)
+		f.write(giveUp.frame(id))
+		if r := wait(t, res); !errors.Is(r.err, errCallTimeout) {
+			t.Errorf("%s past the deadline: %v, want %v", giveUp.name, r.err, errCallTimeout)
+		}
+	}
+	res := unary()
+	id := f.next(frameHeaders).fh.stream
+	f.write(frameBytes(frameRSTStream, 0, id, binary.BigEndian.AppendUint32(nil, h2Cancel)))
+	if r := wait(t, res); !errors.Is(r.err, errPluginReset) || errors.Is(r.err, errCallTimeout) {
+		t.Errorf("a reset before the deadline: %v, want the reset", r.err)
+	}
+}
+
 // FuzzH2Conn: a plugin sends any bytes on its connection while the host
 // has a unary call and a server stream open. The host never panics or
 // hangs: the calls end, with an answer or an error, when the bytes do.
