@@ -33,6 +33,41 @@ func TestWaitSeesCompletionFromAnotherGoroutine(t *testing.T) {
 	}
 }
 
+// Requests completed in a batch (CompleteBatched) wake a goroutine asleep
+// on one of them at the batch's RingBatch: it does not sleep out its
+// SleepMax.
+func TestBatchedCompletionWakesASleeper(t *testing.T) {
+	e := idleEngine(nil)
+	e.policy.YieldFor, e.policy.SleepMax = time.Millisecond, time.Minute
+	rs := make([]*Request, 3)
+	for i := range rs {
+		rs[i] = new(Request)
+		rs[i].Init(e, nil)
+	}
+	woke := make(chan Status, 1)
+	go func() {
+		st, _ := rs[1].Wait()
+		woke <- st
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !e.bell.Sleeping(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiter never went to sleep")
+		}
+	}
+	for i, r := range rs {
+		r.CompleteBatched(Status{Source: i, Tag: 7})
+	}
+	e.RingBatch()
+	select {
+	case st := <-woke:
+		if st.Source != 1 || st.Tag != 7 {
+			t.Errorf("the waiter got %+v, want request 1's status", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiter still sleeps 10 s after the batch's RingBatch")
+	}
+}
+
 // A wait ends with ErrProcAborted when the job is lost, rather than hang.
 func TestWaitFailsWhenTheJobIsLost(t *testing.T) {
 	lost := make(chan struct{})

@@ -91,6 +91,18 @@ type Engine struct {
 	policy  Policy
 	log     *mca.Logger
 	noSleep atomic.Bool // the bell cannot sleep here: only yield
+	// fence is a word RingBatch changes with a locked instruction, which
+	// orders the batch's plain stores before the bell's look at sleepers.
+	fence atomic.Uint64
+}
+
+// RingBatch follows requests completed by CompleteBatched: a sleeper
+// registers on the bell and then looks at its request, so the requests'
+// stores must be seen before the bell is read; the atomic add is the fence
+// between them that Complete's locked store gave each request.
+func (e *Engine) RingBatch() {
+	e.fence.Add(1)
+	e.bell.Ring()
 }
 
 // Budgets of the polling loop, in idle passes (a pass is one Progress that

@@ -13,6 +13,7 @@ import (
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/release"
 	"github.com/gompi/gompi/rte"
 )
 
@@ -51,7 +52,7 @@ type module struct {
 	testRead func()
 
 	// Receiving side, under progress.
-	progress sync.Mutex
+	progress release.Mutex
 	bell     uint64   // our doorbell as last seen
 	in       []*inbox // by local index
 	active   []*inbox // attached and readable
@@ -93,7 +94,7 @@ type endpoint struct {
 	flags   atomic.Uint32
 	lost    atomic.Pointer[error]
 
-	mu      sync.Mutex // the producer side
+	mu      release.Mutex // the producer side
 	out     *producer
 	outBox  *shmem.Box
 	refused int // consecutive sends refused for lack of room

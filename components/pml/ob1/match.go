@@ -2,13 +2,13 @@ package ob1
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/release"
 )
 
 // comm is ob1's state for one communicator.
@@ -24,7 +24,7 @@ type comm struct {
 	send []sendPeer
 
 	// mu is the matching lock: it guards everything below.
-	mu      sync.Mutex
+	mu      release.Mutex
 	peers   []recvPeer
 	wild    reqList // posted AnySource receives, in posting order
 	unexAll msgList // unexpected messages of every peer, in matching order
@@ -39,7 +39,7 @@ type comm struct {
 // sendPeer is the send side of one (communicator, peer) pair.
 type sendPeer struct {
 	world int // the peer's world rank
-	mu    sync.Mutex
+	mu    release.Mutex
 	seq   uint16     // the next message's sequence number
 	queue []*sendReq // sends that found no room, in sequence order
 	// inQueued says the peer is on the module's list of queues to push.
@@ -166,6 +166,7 @@ func (m *module) recvBTL(src int, _ btl.Tag, frag []byte) { m.dispatch(src, frag
 // dispatch, in order.
 func (m *module) recvRun(src int, _ btl.Tag, frags [][]byte) {
 	var held *comm
+	batched := 0
 	for _, frag := range frags {
 		if len(frag) >= matchLen && frag[0] == hdrMatch {
 			a := arrival{data: frag[matchLen:]}
@@ -185,7 +186,14 @@ func (m *module) recvRun(src int, _ btl.Tag, frags [][]byte) {
 				}
 				if r := int(a.h.src); r >= 0 && r < c.size {
 					if p := &c.peers[r]; p.world == src && p.expected == a.h.seq && len(p.parked) == 0 {
-						m.matchIn(c, r, nil, &a, src, nil)
+						// matchIn's eager case, completing in a batch.
+						if req := c.findPosted(r, int(a.h.tag)); req != nil {
+							c.unpost(req)
+							req.CompleteBatched(req.eagerStatus(r, int(a.h.tag), a.data))
+							batched++
+						} else {
+							m.matchIn(c, r, nil, &a, src, nil)
+						}
 						p.expected++
 						continue
 					}
@@ -200,6 +208,9 @@ func (m *module) recvRun(src int, _ btl.Tag, frags [][]byte) {
 	}
 	if held != nil {
 		held.mu.Unlock()
+	}
+	if batched > 0 {
+		m.eng.RingBatch()
 	}
 }
 

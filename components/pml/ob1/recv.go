@@ -130,6 +130,12 @@ func truncErr(msgLen, bufLen, src, tag int) error {
 // completeEager copies an eager message into the buffer and completes the
 // receive.
 func (r *recvReq) completeEager(src, tag int, data []byte) {
+	r.Complete(r.eagerStatus(src, tag, data))
+}
+
+// eagerStatus places an eager message's data in r and returns r's status,
+// for a completion the caller makes.
+func (r *recvReq) eagerStatus(src, tag int, data []byte) pml.Status {
 	n := copy(r.buf, data)
 	var err error
 	if len(data) > len(r.buf) {
@@ -142,9 +148,9 @@ func (r *recvReq) completeEager(src, tag int, data []byte) {
 	}
 	// Whoever matched r took it out of matching (or it never was in), so
 	// nothing else completes it: no need for finish's atomic swap. The
-	// status goes straight to Complete, not through r.st (see
+	// status goes straight to the completion, not through r.st (see
 	// pml.Status.set).
-	r.Complete(pml.Status{Source: src, Tag: tag, Count: n, Err: err})
+	return pml.Status{Source: src, Tag: tag, Count: n, Err: err}
 }
 
 // startRecv matches r with a message taken from the unexpected queue or by a

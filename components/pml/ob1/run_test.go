@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gompi/gompi/frameworks/group"
 	"github.com/gompi/gompi/frameworks/pml"
@@ -169,5 +170,38 @@ func TestLockedPool(t *testing.T) {
 	wg.Wait()
 	if next > 64+workers+1 {
 		t.Errorf("%d items made for at most %d in flight: the returned ones are not reused", next, 64+workers+1)
+	}
+}
+
+// A receive that a run completes wakes the goroutine asleep on it: a run's
+// completions are batched (pml.Request.CompleteBatched), and the run rings
+// the bell once at its end. Without that ring the waiter sleeps out its
+// SleepMax, a minute here.
+func TestRunWakesASleepingReceiver(t *testing.T) {
+	m, pc0 := newTestModule(t, 3)
+	m.eng.SetPolicy(pml.Policy{Yield: true, YieldFor: time.Millisecond, SleepMax: time.Minute})
+	c := pc0.State.(*comm)
+	c.mu.Lock()
+	buf := make([]byte, 8)
+	r := m.newRecvLocked(c, buf, 1, 0, false)
+	m.postLocked(c, r)
+	got := make(chan pml.Status, 1)
+	go func() {
+		st, _ := r.Wait()
+		got <- st
+	}()
+	for deadline := time.Now().Add(10 * time.Second); !m.eng.Bell().Sleeping(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the receiver never went to sleep")
+		}
+	}
+	m.recvRun(1, tagOf(hdrMatch), [][]byte{matchFrag(0, 1, 0, 0, "hello")})
+	select {
+	case st := <-got:
+		if st.Source != 1 || st.Count != 5 || string(buf[:5]) != "hello" {
+			t.Errorf("the receiver got %+v, %q", st, buf)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the receiver still sleeps 10 s after the run completed it")
 	}
 }
