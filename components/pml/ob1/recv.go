@@ -42,8 +42,8 @@ type recvReq struct {
 	// complete eagerly (Recycle); the rest are left to the collector.
 	pooled bool
 	mod    *module
-	// nextFree links the request on its communicator's free list.
-	nextFree *recvReq
+	// back says the request is back in its communicator's pool.
+	back atomic.Uint64
 	// scratch holds, on the fast path, an RGET's description copied out of
 	// the ring, then the FIN this receive sends (sendCtl copies it if it
 	// has to queue it): local arrays would escape into the transports'
@@ -51,7 +51,7 @@ type recvReq struct {
 	scratch [64]byte
 }
 
-func (r *recvReq) freeLink() **recvReq { return &r.nextFree }
+func (r *recvReq) poolMark() *atomic.Uint64 { return &r.back }
 
 // newRecv takes a receive from the module's free list: blocking receives
 // and receives completed eagerly come back to it, so that steady traffic
@@ -102,6 +102,9 @@ func (r *recvReq) finish(err error) {
 	if err != nil {
 		st.Err = err
 	}
+	// Nothing gives a receive completed here back (only eager ones are
+	// recycled), unless its blocking caller does (recycle, after this).
+	r.c.recvFree.drop(r)
 	r.Complete(st)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,14 +123,16 @@ func outcome(t *testing.T, frags [][]byte, posts []post, asRun bool) string {
 }
 
 type item struct {
-	id       int
-	nextFree *item
+	id   int
+	back atomic.Uint64
 }
 
-func (x *item) freeLink() **item { return &x.nextFree }
+func (x *item) poolMark() *atomic.Uint64 { return &x.back }
 
 // TestLockedPool: requests given back from many goroutines at once while the
-// owner takes them are each handed out once, never to two holders.
+// owner takes them are each handed out once, never to two holders, and the
+// ones given back are handed out again: the pool makes about as many as are
+// out at once, not one a get.
 func TestLockedPool(t *testing.T) {
 	var (
 		owner sync.Mutex
@@ -137,8 +140,8 @@ func TestLockedPool(t *testing.T) {
 		held  sync.Map
 		wg    sync.WaitGroup
 	)
-	const workers, rounds = 4, 2000
-	back := make(chan *item, 64)
+	const workers, rounds, inFlight = 4, 2000, 64
+	back := make(chan *item, inFlight)
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -161,15 +164,45 @@ func TestLockedPool(t *testing.T) {
 		if _, dup := held.LoadOrStore(x, true); dup {
 			t.Fatalf("item %d handed out twice", x.id)
 		}
-		if x.nextFree != nil {
-			t.Fatalf("item %d handed out still linked", x.id)
-		}
 		back <- x
 	}
 	close(back)
 	wg.Wait()
-	if next > 64+workers+1 {
-		t.Errorf("%d items made for at most %d in flight: the returned ones are not reused", next, 64+workers+1)
+	// The ring grows past the ones out each time get comes round to one
+	// that is not back yet: a few laps' worth, not thousands.
+	if limit := 4 * (inFlight + workers + 1); next > limit {
+		t.Errorf("%d items made for %d gets with at most %d out: the returned ones are not reused", next, rounds*workers, inFlight+workers+1)
+	}
+}
+
+// A request that is never given back costs one new request a lap while the
+// ring has room, and none once it is dropped; one dropped is never handed
+// out again, and is not kept.
+func TestLockedPoolKeepsNoneDropped(t *testing.T) {
+	var pool lockedPool[item, *item]
+	stuck := pool.get()
+	for lap := 0; lap < 5; lap++ {
+		x := pool.get()
+		if x == stuck {
+			t.Fatal("a request still out was handed out again")
+		}
+		pool.put(x)
+	}
+	if n := len(pool.ring); n > 3 {
+		t.Errorf("ring of %d after 5 laps around one request still out, want at most 3", n)
+	}
+	pool.drop(stuck)
+	for i := 0; i < 2*len(pool.ring); i++ {
+		x := pool.get()
+		if x == stuck {
+			t.Fatal("a dropped request was handed out")
+		}
+		pool.put(x)
+	}
+	for _, x := range pool.ring {
+		if x == stuck {
+			t.Fatal("a dropped request is still in the ring")
+		}
 	}
 }
 

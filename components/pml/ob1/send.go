@@ -213,11 +213,11 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 // doneReq is the request of a send that completed before Isend returned.
 type doneReq struct {
 	pml.Request
-	sp       *sendPeer // whose free list it goes back to
-	nextFree *doneReq
+	sp   *sendPeer     // whose pool it goes back to
+	back atomic.Uint64 // it is back in the pool
 }
 
-func (d *doneReq) freeLink() **doneReq { return &d.nextFree }
+func (d *doneReq) poolMark() *atomic.Uint64 { return &d.back }
 
 // Recycle gives it back to the free list once its Wait has returned.
 func (d *doneReq) Recycle() {
