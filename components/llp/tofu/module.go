@@ -3,13 +3,13 @@ package tofu
 import (
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 
 	"github.com/gompi/gompi/components/common/shmem"
 	"github.com/gompi/gompi/frameworks/llp"
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
+	"github.com/gompi/gompi/release"
 	"github.com/gompi/gompi/rte"
 )
 
@@ -38,7 +38,7 @@ type module struct {
 
 	// Receiving side, under progress: every read of a box or of our
 	// control segment is, since Finalize unmaps them under it.
-	progress sync.Mutex
+	progress release.Mutex
 	bellSeen uint64   // our doorbell as last seen
 	in       []*inbox // by local index
 	active   []*inbox // attached and readable
@@ -50,7 +50,7 @@ type peer struct {
 	ctl              *shmem.Ctl     // the peer's control segment
 	gone             *atomic.Uint64 // its "finalized" word
 
-	mu     sync.Mutex // the sending side
+	mu     release.Mutex // the sending side
 	out    *outbox
 	outBox *shmem.Box
 	broken bool // making the box failed: never try again
