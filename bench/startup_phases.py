@@ -59,6 +59,10 @@ def phases(run):
     if rks:
         v = [sub(g((r, 'init: entered')), g(('mpirun', 'rank %s spawned' % r[4:]))) for r in rks]
         exec_inits = None if None in v else max(v)
+    spawned = None
+    if rks:
+        v = [g(('mpirun', 'rank %s spawned' % r[4:])) for r in rks]
+        spawned = None if None in v else max(v)
     before_modex = None
     if rks:
         v = [sub(g((r, 'init: llp selected; modex start')), g((r, 'init: entered'))) for r in rks]
@@ -66,9 +70,9 @@ def phases(run):
     return [
         ('mpirun exec, runtime and package inits', g(('mpirun', 'main entered'))),
         ('mpirun: options and plan', sub(g(('mpirun', 'job planned')), g(('mpirun', 'main entered')))),
-        ('watchdog start (on mpirun\'s path)', sub(g(('mpirun', 'watchdog started')), g(('mpirun', 'job planned')))),
+        ('spawn of every rank', sub(spawned, g(('mpirun', 'job planned')))),
+        ('watchdog start (on mpirun\'s path, after the ranks)', sub(g(('mpirun', 'watchdog started')), spawned)),
         ('watchdog up (since mpirun\'s spawn)', g(('watchdog', 'watchdog up'))),
-        ('spawn of every rank', sub(g(('mpirun', 'ranks started')), g(('mpirun', 'watchdog started')))),
         ('rank exec, runtime and package inits (slowest)', exec_inits),
         ('Init up to the modex (slowest)', before_modex),
         ('modex (last start to last end)', sub(last('init: modex end'), last('init: llp selected; modex start'))),

@@ -130,14 +130,8 @@ func (j *job) run() int {
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 
-	if err := j.startWatchdog(); err != nil {
-		j.logf("%v", err)
-		return 1
-	}
-	stamp.Mark("watchdog started")
 	if err := j.startServer(); err != nil {
 		j.logf("%v", err)
-		j.finishWatchdog()
 		return 1
 	}
 	var outputs sync.WaitGroup
@@ -146,9 +140,16 @@ func (j *job) run() int {
 		j.logf("%v", err)
 		j.terminateAll()
 		j.reapAll()
-		j.finishWatchdog()
 		return 1
 	}
+	// The watchdog starts once the ranks have (startWatchdog says why).
+	if err := j.startWatchdog(); err != nil {
+		j.logf("%v", err)
+		j.terminateAll()
+		j.reapAll()
+		return 1
+	}
+	stamp.Mark("watchdog started")
 	j.feedStdin(stdin0)
 	stamp.Mark("ranks started")
 

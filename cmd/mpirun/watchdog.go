@@ -58,8 +58,14 @@ type watchdogState struct {
 	restarts int
 }
 
-// startWatchdog starts the first watchdog. It comes before the first rank
-// starts, so that every rank's group is known to a watchdog from its start.
+// startWatchdog starts the first watchdog, and tells it the group of every
+// rank started. It comes right after the ranks' start, not before: its
+// start (an exec of mpirun and a Go runtime's start) on mpirun's path, and
+// on the cores the ranks start on, made `mpirun -np 2 hello` 0.9 ms (8 %)
+// slower (11.25 against 10.33 ms, medians of 30 alternated runs). The
+// price is a window of about a millisecond in which a kill -9 of mpirun
+// leaves ranks that do not speak PMI behind (gompi ranks end on their own
+// when their PMI connection closes).
 func (j *job) startWatchdog() error {
 	j.wdMu.Lock()
 	defer j.wdMu.Unlock()
