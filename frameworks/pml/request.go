@@ -211,7 +211,11 @@ func (r *Request) Complete(st Status) {
 // on the bell see the request done or be woken (no lost wake-up); here
 // there is none to wake, and the fence cost a nonblocking collective's
 // Wait as much as the rest of its bookkeeping.
-func (r *Request) CompleteOwn(st Status) {
+func (r *Request) CompleteOwn(st Status) { r.completeQuiet(st) }
+
+// completeQuiet records st and marks r done with a plain store, ringing
+// nobody: the callers say why nobody needs it.
+func (r *Request) completeQuiet(st Status) {
 	f := r.onDone
 	r.status.set(&st)
 	release.Store(&r.done, 1)
@@ -225,14 +229,7 @@ func (r *Request) CompleteOwn(st Status) {
 // plain store and nobody is rung. The PML must call Engine.RingBatch once
 // after the pass, whose one fence and ring stand for all of them: a
 // locked store per message was a tenth of a small message's receive.
-func (r *Request) CompleteBatched(st Status) {
-	f := r.onDone
-	r.status.set(&st)
-	release.Store(&r.done, 1)
-	if f != nil {
-		f()
-	}
-}
+func (r *Request) CompleteBatched(st Status) { r.completeQuiet(st) }
 
 // IsWaited reports whether done, the word an extra progress was given
 // (SetExtraProgress), is r's: its caller waits for r or tests it.
