@@ -51,8 +51,9 @@ func TestMutexTryLockAndLongHold(t *testing.T) {
 	got := make(chan time.Time, 1)
 	go func() {
 		m.Lock()
-		got <- time.Now()
+		at := time.Now()
 		m.Unlock()
+		got <- at
 	}()
 	const hold = 30 * time.Millisecond
 	time.Sleep(hold)
