@@ -162,6 +162,29 @@ func TestClientChattyPlugin(t *testing.T) {
 	}
 }
 
+// What a plugin writes to its stdio stream just before it is stopped still
+// reaches the log: Stop waits for the stream to go quiet before go-plugin's
+// Shutdown, which cuts it.
+func TestClientStopKeepsTrailingOutput(t *testing.T) {
+	path := installGuest(t, "trailing")
+	var out syncBuffer
+	p, err := start(path, "coll", 1, 20*time.Second, testLogger(&out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 6
+	if b, err := p.Query([]byte(fmt.Sprint("trailing:", n))); err != nil || string(b) != "ok" {
+		t.Fatalf("trailing: %q, %v", b, err)
+	}
+	p.Stop()
+	log := out.String()
+	for k := 0; k < n; k++ {
+		if line := fmt.Sprintf("trailing line %d", k); !strings.Contains(log, line) {
+			t.Errorf("%q is not in the log:\n%s", line, log)
+		}
+	}
+}
+
 // What a plugin prints first, when it is not a handshake the host can use
 // (or leads nowhere), is refused with the reason, and the plugin stopped.
 func TestClientBadHandshake(t *testing.T) {

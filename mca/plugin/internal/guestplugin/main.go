@@ -15,6 +15,8 @@
 //	             points at its stdio stream), and N to each of the real
 //	             pipes, in lines "<where> line <k>", then "ok"
 //	sleep:D      sleeps D (a time.ParseDuration) before answering "slept"
+//	trailing:N   answers "ok", then writes N lines "trailing line <k>" to
+//	             os.Stderr (the stdio stream), one every 5 ms
 package main
 
 import (
@@ -82,6 +84,18 @@ func main() {
 						sent += m
 					}
 				}
+				return []byte("ok"), nil
+			case "trailing":
+				n, err := strconv.Atoi(arg)
+				if err != nil {
+					return nil, err
+				}
+				go func() {
+					for k := 0; k < n; k++ {
+						time.Sleep(5 * time.Millisecond)
+						fmt.Fprintf(os.Stderr, "trailing line %d\n", k)
+					}
+				}()
 				return []byte("ok"), nil
 			case "sleep":
 				d, err := time.ParseDuration(arg)
