@@ -69,6 +69,10 @@ func (e *endpoint) Rank() int                { return e.rank }
 func (e *endpoint) Flags() btl.Flags         { return btl.FlagGet | btl.FlagPut }
 func (m *module) Attributes() btl.Attributes { return m.attr }
 
+// Reaches says, before the modex, that self reaches this process alone
+// (btl.Reacher).
+func (m *module) Reaches(rank int) bool { return rank == m.rank }
+
 func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 	eps := make([]btl.Endpoint, len(ranks))
 	for i, r := range ranks {

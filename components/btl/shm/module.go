@@ -113,6 +113,12 @@ func (m *module) RegisterError(fn btl.ErrorFunc)                  { m.cb.Registe
 // AddProcs maps the control segment of every local peer that published a
 // card, probes single copy towards it, and watches its pid. The last peer
 // to map a control segment removes its file.
+// Reaches says, before the modex, that shm reaches every other rank of its
+// node (btl.Reacher): AddProcs attaches each of them or fails.
+func (m *module) Reaches(rank int) bool {
+	return rank != m.rank && rank >= 0 && rank < len(m.nodeOf) && m.nodeOf[rank] == m.node
+}
+
 func (m *module) AddProcs(ranks []int) ([]btl.Endpoint, error) {
 	cards, err := m.owner.ReadCards(m.log, m.modex, m.localRanks, m.rank, m.ctl)
 	if err != nil {
