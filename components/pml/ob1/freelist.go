@@ -87,20 +87,18 @@ func (p *lockedPool[T, P]) get() P {
 		release.Store(x.poolMark(), poolOut)
 		p.next = (i + 1) % n
 		return x
-	case poolGone:
-		x = P(new(T))
-		p.ring[i] = x
-		p.next = (i + 1) % n
-		return x
+	case poolOut:
+		if n < maxFree {
+			// In front of the one still out, which is looked at again a
+			// lap later.
+			x = P(new(T))
+			p.ring = slices.Insert(p.ring, i, x)
+			p.next = (i + 2) % (n + 1)
+			return x
+		}
 	}
+	// Dropped, or still out in a full ring: a new request takes its place.
 	x = P(new(T))
-	if n < maxFree {
-		// In front of the one still out, which is looked at again a lap
-		// later.
-		p.ring = slices.Insert(p.ring, i, x)
-		p.next = (i + 2) % (n + 1)
-		return x
-	}
 	p.ring[i] = x
 	p.next = (i + 1) % n
 	return x
