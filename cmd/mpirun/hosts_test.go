@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -155,7 +156,7 @@ func TestPMIPortStranger(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no rank with PMI_PORT after 20 s\nstderr:\n%s", j.Stderr)
 		}
-		for _, g := range rankGroups(t, j.Cmd.Process.Pid) {
+		for _, g := range testutil.RankGroups(t, j.Cmd.Process.Pid) {
 			env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", g))
 			for _, kv := range strings.Split(string(env), "\x00") {
 				if v, ok := strings.CutPrefix(kv, "PMI_PORT="); ok {

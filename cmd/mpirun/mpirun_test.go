@@ -46,20 +46,6 @@ func runJob(t *testing.T, args ...string) *testutil.Proc {
 	return j
 }
 
-// rankGroups returns the process groups of mpirun's ranks: its children that
-// lead their own group, but for the watchdog.
-func rankGroups(t *testing.T, mpirunPid int) []int {
-	t.Helper()
-	var groups []int
-	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Pgid == p.Pid && !testutil.IsWatchdog(p.Pid) {
-			groups = append(groups, p.Pgid)
-		}
-	}
-	sort.Ints(groups)
-	return groups
-}
-
 // assertGone checks that no live process is left in any of the groups.
 // Zombies are dead: they wait for their parent (or init) to reap them.
 func assertGone(t *testing.T, groups []int) {
@@ -157,7 +143,7 @@ func TestFailures(t *testing.T) {
 			if c.ready > 0 {
 				j.WaitOutput(t, `(?m)^ready \d`, c.ready, 10*time.Second)
 			}
-			groups := rankGroups(t, j.Cmd.Process.Pid)
+			groups := testutil.RankGroups(t, j.Cmd.Process.Pid)
 			acted := time.Now()
 			switch c.act {
 			case "kill-rank":
@@ -539,7 +525,7 @@ func TestWatchdogWatched(t *testing.T) {
 	j := startJob(t, nil, nil, "-np", "2", "sh", "-c", `echo ready $PMI_RANK; sleep 60 & sleep 60`)
 	j.WaitOutput(t, `(?m)^ready \d`, 2, 10*time.Second)
 	mpirunPid := j.Cmd.Process.Pid
-	groups := rankGroups(t, mpirunPid)
+	groups := testutil.RankGroups(t, mpirunPid)
 	if len(groups) != 2 {
 		t.Fatalf("rank groups %v", groups)
 	}

@@ -223,10 +223,10 @@ func killRound(t *testing.T, phase, btl string, maxDelay time.Duration, cpus []i
 	// mpirun starts the ranks one after the other: the victim may say
 	// where it is before the last one exists, and every one of them must
 	// be seen to be checked for afterwards.
-	groups := rankGroups(t, j.Cmd.Process.Pid)
+	groups := testutil.RankGroups(t, j.Cmd.Process.Pid)
 	for len(groups) < 4 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
-		groups = rankGroups(t, j.Cmd.Process.Pid)
+		groups = testutil.RankGroups(t, j.Cmd.Process.Pid)
 	}
 	time.Sleep(time.Duration(rand.Int64N(int64(maxDelay) + 1)))
 	// The clock starts before the kill: on a loaded machine this goroutine
@@ -269,18 +269,6 @@ func killRound(t *testing.T, phase, btl string, maxDelay time.Duration, cpus []i
 		errorf("files are left in /dev/shm: %v", files)
 	}
 	return r
-}
-
-// rankGroups returns the process groups of mpirun's ranks: its children that
-// lead their own group, but for the watchdog.
-func rankGroups(t *testing.T, mpirunPid int) []int {
-	var groups []int
-	for _, p := range testutil.Processes(t) {
-		if p.Ppid == mpirunPid && p.Pgid == p.Pid && !testutil.IsWatchdog(p.Pid) {
-			groups = append(groups, p.Pgid)
-		}
-	}
-	return groups
 }
 
 // waitGone waits, up to the liveness bound, until no live process is left

@@ -151,7 +151,7 @@ func recoverRound(t *testing.T, btl string, np int, cpus []int) (r recoveryRound
 		errorf("%d of %d ranks ready within 30 s", len(pids), np)
 		return r
 	}
-	groups := rankGroups(t, j.Cmd.Process.Pid)
+	groups := testutil.RankGroups(t, j.Cmd.Process.Pid)
 	time.Sleep(time.Duration(rand.Int64N(int64(killWithin) + 1)))
 	// The clock starts before the kill: on a loaded machine this goroutine
 	// may not run again until the survivors have failed.

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,6 +380,35 @@ func (w *Window) In() <-chan struct{} { return w.in }
 // Begin lets the holder go on, a while later; End, at once.
 func (w *Window) Begin() { w.begun.Store(true) }
 func (w *Window) End()   { w.ended.Store(true) }
+
+// RankGroups returns the process groups of mpirun's ranks: its children
+// that lead their own group and run another program than mpirun's. The
+// watchdog runs mpirun's binary, and so does every child between its fork
+// and its exec: a watchdog that has set its group but not yet exec'd still
+// shows mpirun's command line, so the command line alone would count it as a
+// rank (mpirun starts it just after the ranks). A rank caught before its exec
+// is left out too: callers that need them all poll until they are there.
+func RankGroups(t testing.TB, mpirunPid int) []int {
+	t.Helper()
+	self, err := os.Readlink("/proc/" + strconv.Itoa(mpirunPid) + "/exe")
+	if err != nil {
+		t.Fatalf("mpirun (pid %d): %v", mpirunPid, err)
+	}
+	var groups []int
+	for _, p := range Processes(t) {
+		if p.Ppid != mpirunPid || p.Pgid != p.Pid {
+			continue
+		}
+		// A zombie has no executable left: it was a rank, since the
+		// watchdog outlives the ranks.
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe"); err == nil && exe == self {
+			continue
+		}
+		groups = append(groups, p.Pgid)
+	}
+	sort.Ints(groups)
+	return groups
+}
 
 // IsWatchdog reports whether pid is a watchdog of gompi's mpirun, by the
 // command line it shows ("mpirun [watchdog of <pid>]"): it leads a process
