@@ -70,9 +70,9 @@ def phases(run):
     return [
         ('mpirun exec, runtime and package inits', g(('mpirun', 'main entered'))),
         ('mpirun: options and plan', sub(g(('mpirun', 'job planned')), g(('mpirun', 'main entered')))),
-        ('spawn of every rank', sub(spawned, g(('mpirun', 'job planned')))),
-        ('watchdog start (on mpirun\'s path, after the ranks)', sub(g(('mpirun', 'watchdog started')), spawned)),
-        ('watchdog up (since mpirun\'s spawn)', g(('watchdog', 'watchdog up'))),
+        ('watchdog start, beside the PMI server\'s', sub(g(('mpirun', 'watchdog started')), g(('mpirun', 'job planned')))),
+        ('spawn of every rank', sub(spawned, g(('mpirun', 'watchdog started')))),
+        ('watchdog up (since mpirun\'s spawn; only mpirun\'s own form stamps)', g(('watchdog', 'watchdog up'))),
         ('rank exec, runtime and package inits (slowest)', exec_inits),
         ('Init up to the modex (slowest)', before_modex),
         ('modex (last start to last end)', sub(last('init: modex end'), last('init: llp selected; modex start'))),

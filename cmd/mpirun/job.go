@@ -4,6 +4,7 @@ package main
 // from its first rank's start to mpirun's exit status.
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -130,10 +131,16 @@ func (j *job) run() int {
 	sigs := catchSignals()
 	defer signal.Stop(sigs)
 
-	if err := j.startServer(); err != nil {
-		j.logf("%v", err)
+	// The watchdog starts beside the PMI server (startWatchdog says why),
+	// and is up before the first rank exists.
+	watchdogUp := j.startWatchdog()
+	serverErr := j.startServer()
+	if err := <-watchdogUp; err != nil || serverErr != nil {
+		j.logf("%v", errors.Join(serverErr, err))
+		j.finishWatchdog()
 		return 1
 	}
+	stamp.Mark("watchdog started")
 	var outputs sync.WaitGroup
 	stdin0, err := j.startRanks(&outputs)
 	if err != nil {
@@ -142,14 +149,6 @@ func (j *job) run() int {
 		j.reapAll()
 		return 1
 	}
-	// The watchdog starts once the ranks have (startWatchdog says why).
-	if err := j.startWatchdog(); err != nil {
-		j.logf("%v", err)
-		j.terminateAll()
-		j.reapAll()
-		return 1
-	}
-	stamp.Mark("watchdog started")
 	j.feedStdin(stdin0)
 	stamp.Mark("ranks started")
 

@@ -382,12 +382,11 @@ func (w *Window) Begin() { w.begun.Store(true) }
 func (w *Window) End()   { w.ended.Store(true) }
 
 // RankGroups returns the process groups of mpirun's ranks: its children
-// that lead their own group and run another program than mpirun's. The
-// watchdog runs mpirun's binary, and so does every child between its fork
-// and its exec: a watchdog that has set its group but not yet exec'd still
-// shows mpirun's command line, so the command line alone would count it as a
-// rank (mpirun starts it just after the ranks). A rank caught before its exec
-// is left out too: callers that need them all poll until they are there.
+// that lead their own group, run another program than mpirun's, and are not
+// its watchdog. Every child runs mpirun's binary between its fork and its
+// exec: a watchdog caught there has its group but not yet its name, so the
+// name alone would count it as a rank. A rank caught before its exec is
+// left out too: callers that need them all poll until they are there.
 func RankGroups(t testing.TB, mpirunPid int) []int {
 	t.Helper()
 	self, err := os.Readlink("/proc/" + strconv.Itoa(mpirunPid) + "/exe")
@@ -401,7 +400,7 @@ func RankGroups(t testing.TB, mpirunPid int) []int {
 		}
 		// A zombie has no executable left: it was a rank, since the
 		// watchdog outlives the ranks.
-		if exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe"); err == nil && exe == self {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe"); err == nil && exe == self || IsWatchdog(p.Pid) {
 			continue
 		}
 		groups = append(groups, p.Pgid)
