@@ -98,6 +98,25 @@ func TestBenchmarks(t *testing.T) {
 	}
 }
 
+// pingpong prints latency's table, then bw's, from one job (as
+// mpi-anchors/pingpong.c), each under its own header.
+func TestPingpongIsLatencyThenBandwidth(t *testing.T) {
+	out := mpirun(t, "-np", "2", bin.bench, "pingpong", "--sizes", "8,1k", "--iterations", "20", "--warmup", "2")
+	lat, bw, ok := strings.Cut(out, "# gompi-bench bw:")
+	if !ok || !strings.Contains(lat, "# gompi-bench latency:") {
+		t.Fatalf("want the latency block, then the bw block:\n%s", out)
+	}
+	for _, b := range []struct{ name, block, unit string }{{"latency", lat, "Latency (us)"}, {"bw", "# gompi-bench bw:" + bw, "Bandwidth (MB/s)"}} {
+		rows, comments := parseTable(t, b.block)
+		if len(rows) != 2 || rows[0].size != 8 || rows[1].size != 1024 || rows[0].value <= 0 || rows[1].value <= 0 {
+			t.Errorf("%s rows %+v, want sizes 8 and 1024 with positive values:\n%s", b.name, rows, out)
+		}
+		if !strings.Contains(strings.Join(comments, "\n"), b.unit) {
+			t.Errorf("%s block does not name %q:\n%s", b.name, b.unit, out)
+		}
+	}
+}
+
 // The collectives print a row per size (one for barrier) with the mean,
 // min and max over ranks, the mean between the two, and a tcp line after
 // it; reductions check their sum.
@@ -206,10 +225,10 @@ func TestBadArguments(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "no benchmark: accepted: latency, bw, bibw, idle, commcreate, nbc, barrier, bcast, reduce, allreduce, allgather, alltoall, gather, scatter"},
+		{nil, "no benchmark: accepted: latency, bw, bibw, pingpong, idle, commcreate, nbc, barrier, bcast, reduce, allreduce, allgather, alltoall, gather, scatter"},
 		{[]string{"nbc", "--goroutines", "2"}, "nbc measures each rank's process (its CPU time): run it under mpirun, without --goroutines"},
 		{[]string{"nbc", "--sizes", "12"}, "nbc reduces float64: size 12 is not a multiple of 8"},
-		{[]string{"pingpong"}, `unknown benchmark "pingpong": accepted: latency, bw, bibw`},
+		{[]string{"pingpongs"}, `unknown benchmark "pingpongs": accepted: latency, bw, bibw, pingpong`},
 		{[]string{"allreduce", "--scale", "0"}, `--scale "0": accepted: a number above 0`},
 		{[]string{"latency", "bw"}, "give one benchmark"},
 		{[]string{"latency", "--sizes", "x"}, "accepted: a comma-separated list of sizes, or MIN:MAX"},
