@@ -22,6 +22,21 @@ func installGuest(t *testing.T, name string) string {
 	return path
 }
 
+// startGuest installs the guest plugin as gompi-coll-<name> and starts it
+// with the given call timeout, logging to the returned buffer; the plugin
+// is killed when the test ends, if it still runs.
+func startGuest(t *testing.T, name string, timeout time.Duration) (*Process, *syncBuffer) {
+	t.Helper()
+	path := installGuest(t, name)
+	out := new(syncBuffer)
+	p, err := start(path, "coll", 1, timeout, testLogger(out))
+	if err != nil {
+		t.Fatalf("start: %v\n%s", err, out.String())
+	}
+	t.Cleanup(p.kill)
+	return p, out
+}
+
 // The host's client against a plugin built with the guest SDK (go-plugin
 // and grpc-go): started, described, opened with a value, queried; a
 // plugin's own error leaves it usable; an answer of 5 MB (far past the
@@ -85,14 +100,8 @@ func TestClientRealPlugin(t *testing.T) {
 // reason and the plugin's last stderr line, and so does every later one,
 // with the same error.
 func TestClientPluginDiesMidCall(t *testing.T) {
-	path := installGuest(t, "dies")
-	var out syncBuffer
-	p, err := start(path, "coll", 1, 10*time.Second, testLogger(&out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.kill()
-	_, err = p.Query([]byte("die"))
+	p, _ := startGuest(t, "dies", 10*time.Second)
+	_, err := p.Query([]byte("die"))
 	const want = "it exited during Query; its stderr: guestplugin: dying in the middle of a call; stopped it"
 	if !errors.Is(err, mpierr.ErrComponentNotFound) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("%v, want ErrComponentNotFound saying %q", err, want)
@@ -108,14 +117,8 @@ func TestClientPluginDiesMidCall(t *testing.T) {
 // A call that gets no answer within the timeout fails saying so, and the
 // plugin is killed.
 func TestClientCallTimeout(t *testing.T) {
-	path := installGuest(t, "slow")
-	var out syncBuffer
-	p, err := start(path, "coll", 1, time.Second, testLogger(&out))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.kill()
-	_, err = p.Query([]byte("sleep:1h"))
+	p, _ := startGuest(t, "slow", time.Second)
+	_, err := p.Query([]byte("sleep:1h"))
 	if want := "no answer to Query within 1s (mca_base_plugin_timeout)"; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("%v, want %q", err, want)
 	}
@@ -129,12 +132,7 @@ func TestClientCallTimeout(t *testing.T) {
 // call: the call is answered (nothing blocks it), its stderr lines reach
 // the log, first to last, and its stdout is thrown away.
 func TestClientChattyPlugin(t *testing.T) {
-	path := installGuest(t, "chatty")
-	var out syncBuffer
-	p, err := start(path, "coll", 1, 20*time.Second, testLogger(&out))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, out := startGuest(t, "chatty", 20*time.Second)
 	const n = 300_000
 	if b, err := p.Query([]byte(fmt.Sprint("chatty:", n))); err != nil || string(b) != "ok" {
 		t.Fatalf("chatty: %q, %v", b, err)
@@ -166,12 +164,7 @@ func TestClientChattyPlugin(t *testing.T) {
 // reaches the log: Stop waits for the stream to go quiet before go-plugin's
 // Shutdown, which cuts it.
 func TestClientStopKeepsTrailingOutput(t *testing.T) {
-	path := installGuest(t, "trailing")
-	var out syncBuffer
-	p, err := start(path, "coll", 1, 20*time.Second, testLogger(&out))
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, out := startGuest(t, "trailing", 20*time.Second)
 	const n = 6
 	if b, err := p.Query([]byte(fmt.Sprint("trailing:", n))); err != nil || string(b) != "ok" {
 		t.Fatalf("trailing: %q, %v", b, err)
