@@ -66,7 +66,10 @@ type nbcState struct {
 // a fence that waits for every store before it (an 8-byte Iallreduce took
 // a dozen such fences a rank; each one costs more than the rest of its
 // line). Lock yields while another goroutine holds it: a run's Progress
-// may resume a coroutine.
+// may resume a coroutine. It is release.Mutex without the sleep: a holder
+// here is the progress goroutine or another caller advancing the runs,
+// and the waiter is a program goroutine in Wait or Start, which a sleep of
+// up to a millisecond would hand the collective's latency to.
 type runLock struct{ v atomic.Uint64 }
 
 func (l *runLock) TryLock() bool { return l.v.Load() == 0 && l.v.CompareAndSwap(0, 1) }
