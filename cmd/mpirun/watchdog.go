@@ -20,11 +20,11 @@ import (
 
 // The watchdog is mpirun's insurance against its own sudden death: a second
 // process that holds the read end of a pipe ("lifeline") whose write end
-// only mpirun has. mpirun tells it the
-// process group of every rank it starts; when the pipe reaches end of file
-// without "done", mpirun is gone (kill -9 included) and the watchdog kills
-// every group. A rank's own PMI client also notices, but a program that does
-// not speak PMI (a shell script) would not.
+// only mpirun has. mpirun tells it the process group of every rank it
+// starts; when the pipe reaches end of file without "done", mpirun is gone
+// (kill -9 included) and the watchdog kills every group. A rank's own PMI
+// client also notices, but a program that does not speak PMI (a shell
+// script) would not.
 //
 // It is /bin/sh running watchdogScript, or, on a system with no /bin/sh (a
 // distroless container), mpirun's own executable running watchdog. The
@@ -87,8 +87,8 @@ type watchdogState struct {
 // says on the channel when it is up or could not start. The watchdog must
 // exist before any rank does, or a kill -9 of mpirun in between leaves
 // behind ranks that do not speak PMI (under load, ranks were seen to start
-// and print before mpirun had started a watchdog after them). Its start (an
-// exec of mpirun on a thread of its own) runs beside the PMI server's.
+// and print before mpirun had started a watchdog after them). Its start (a
+// fork and exec from a thread of its own) runs beside the PMI server's.
 func (j *job) startWatchdog() <-chan error {
 	up := make(chan error, 1)
 	go func() {

@@ -391,7 +391,7 @@ func RankGroups(t testing.TB, mpirunPid int) []int {
 	t.Helper()
 	self, err := os.Readlink("/proc/" + strconv.Itoa(mpirunPid) + "/exe")
 	if err != nil {
-		t.Fatalf("mpirun (pid %d): %v", mpirunPid, err)
+		return nil // mpirun is gone (or a zombie): it has no children left
 	}
 	var groups []int
 	for _, p := range Processes(t) {
