@@ -383,10 +383,11 @@ func (w *Window) End()   { w.ended.Store(true) }
 
 // RankGroups returns the process groups of mpirun's ranks: its children
 // that lead their own group, run another program than mpirun's, and are not
-// its watchdog. Every child runs mpirun's binary between its fork and its
-// exec: a watchdog caught there has its group but not yet its name, so the
-// name alone would count it as a rank. A rank caught before its exec is
-// left out too: callers that need them all poll until they are there.
+// its watchdog. A child is left out while what it is cannot be told: between
+// its fork and its exec it runs mpirun's binary, and in the middle of its
+// exec it has its new executable but no command line yet; a watchdog caught
+// in either would pass for a rank. A rank caught there is left out too:
+// callers that need them all poll until they are there.
 func RankGroups(t testing.TB, mpirunPid int) []int {
 	t.Helper()
 	self, err := os.Readlink("/proc/" + strconv.Itoa(mpirunPid) + "/exe")
@@ -398,10 +399,17 @@ func RankGroups(t testing.TB, mpirunPid int) []int {
 		if p.Ppid != mpirunPid || p.Pgid != p.Pid {
 			continue
 		}
-		// A zombie has no executable left: it was a rank, since the
-		// watchdog outlives the ranks.
-		if exe, err := os.Readlink("/proc/" + strconv.Itoa(p.Pid) + "/exe"); err == nil && exe == self || IsWatchdog(p.Pid) {
-			continue
+		// A zombie has neither executable nor command line: it was a
+		// rank, since the watchdog outlives the ranks.
+		if p.State != 'Z' {
+			proc := "/proc/" + strconv.Itoa(p.Pid)
+			exe, err := os.Readlink(proc + "/exe")
+			if err != nil || exe == self {
+				continue
+			}
+			if cmdline, err := os.ReadFile(proc + "/cmdline"); err != nil || len(cmdline) == 0 || IsWatchdog(p.Pid) {
+				continue
+			}
 		}
 		groups = append(groups, p.Pgid)
 	}
