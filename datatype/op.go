@@ -316,6 +316,9 @@ func viaKernel[T, U any](k func(in, inout []U)) func(in, inout []T) {
 func intKernel[E Integer](code opCode) any {
 	switch code {
 	case opSum, opProd, opMin, opMax:
+		if k := vectorKernel[E](code); k != nil {
+			return k
+		}
 		return arith[E](code)
 	case opLAnd:
 		return func(in, io []E) {
@@ -367,6 +370,9 @@ func b2i[E Integer](b bool) E {
 func floatKernel[E ~float32 | ~float64](code opCode) any {
 	switch code {
 	case opSum, opProd, opMin, opMax:
+		if k := vectorKernel[E](code); k != nil {
+			return k
+		}
 		return arith[E](code)
 	}
 	return nil
