@@ -55,12 +55,12 @@ func TestBatchedCompletionWakesASleeper(t *testing.T) {
 		}
 	}
 	for i, r := range rs {
-		r.CompleteBatched(Status{Source: i, Tag: 7})
+		r.CompleteBatched(i, 7, 3*i, nil)
 	}
 	e.RingBatch()
 	select {
 	case st := <-woke:
-		if st.Source != 1 || st.Tag != 7 {
+		if st.Source != 1 || st.Tag != 7 || st.Count != 3 || st.Err != nil || st.Cancelled {
 			t.Errorf("the waiter got %+v, want request 1's status", st)
 		}
 	case <-time.After(10 * time.Second):

@@ -229,7 +229,20 @@ func (r *Request) completeQuiet(st Status) {
 // plain store and nobody is rung. The PML must call Engine.RingBatch once
 // after the pass, whose one fence and ring stand for all of them: a
 // locked store per message was a tenth of a small message's receive.
-func (r *Request) CompleteBatched(st Status) { r.completeQuiet(st) }
+//
+// The status comes as its fields, not as a Status: one passed whole into
+// this inlined call was copied through the stack sixteen bytes at a time,
+// and each copy of words just stored stalled store forwarding (Status.set),
+// 44 % of the samples of ob1's loop over a window of small messages.
+func (r *Request) CompleteBatched(source, tag, count int, err error) {
+	f := r.onDone
+	s := &r.status
+	s.Source, s.Tag, s.Count, s.Cancelled, s.Err = source, tag, count, false, err
+	release.Store(&r.done, 1)
+	if f != nil {
+		f()
+	}
+}
 
 // IsWaited reports whether done, the word an extra progress was given
 // (SetExtraProgress), is r's: its caller waits for r or tests it.

@@ -189,7 +189,9 @@ func (m *module) recvRun(src int, _ btl.Tag, frags [][]byte) {
 						// matchIn's eager case, completing in a batch.
 						if req := c.findPosted(r, int(a.h.tag)); req != nil {
 							c.unpost(req)
-							req.CompleteBatched(req.eagerStatus(r, int(a.h.tag), a.data))
+							tag := int(a.h.tag)
+							n, err := req.placeEager(r, tag, a.data)
+							req.CompleteBatched(r, tag, n, err)
 							batched++
 						} else {
 							m.matchIn(c, r, nil, &a, src, nil)

@@ -139,6 +139,13 @@ func (r *recvReq) completeEager(src, tag int, data []byte) {
 // eagerStatus places an eager message's data in r and returns r's status,
 // for a completion the caller makes.
 func (r *recvReq) eagerStatus(src, tag int, data []byte) pml.Status {
+	n, err := r.placeEager(src, tag, data)
+	return pml.Status{Source: src, Tag: tag, Count: n, Err: err}
+}
+
+// placeEager places an eager message's data in r and returns the count and
+// error of its status (CompleteBatched takes them as fields).
+func (r *recvReq) placeEager(src, tag int, data []byte) (int, error) {
 	n := copy(r.buf, data)
 	var err error
 	if len(data) > len(r.buf) {
@@ -153,7 +160,7 @@ func (r *recvReq) eagerStatus(src, tag int, data []byte) pml.Status {
 	// nothing else completes it: no need for finish's atomic swap. The
 	// status goes straight to the completion, not through r.st (see
 	// pml.Status.set).
-	return pml.Status{Source: src, Tag: tag, Count: n, Err: err}
+	return n, err
 }
 
 // startRecv matches r with a message taken from the unexpected queue or by a
