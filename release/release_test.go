@@ -55,39 +55,45 @@ func TestStoreValue(t *testing.T) {
 	}
 }
 
-// PrefetchW is a hint: it changes no byte at any line of a buffer, nor at
-// its last byte (a ring's end), asked for from another goroutine.
-func TestPrefetchWChangesNothing(t *testing.T) {
-	buf := make([]byte, 4096)
-	for i := range buf {
-		buf[i] = byte(i * 7)
-	}
-	var rounds atomic.Uint64
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			for i := 0; i < len(buf); i += 64 {
-				PrefetchW(&buf[i])
-			}
-			PrefetchW(&buf[len(buf)-1])
-			rounds.Add(1)
+// PrefetchW and Prefetch are hints: they change no byte at any line of a
+// buffer, nor at its last byte (a ring's end), asked for from another
+// goroutine.
+func TestPrefetchesChangeNothing(t *testing.T) {
+	for _, h := range []struct {
+		name  string
+		fetch func(*byte)
+	}{{"PrefetchW", PrefetchW}, {"Prefetch", Prefetch}} {
+		buf := make([]byte, 4096)
+		for i := range buf {
+			buf[i] = byte(i * 7)
 		}
-	}()
-	for rounds.Load() < 100 {
-		runtime.Gosched()
-	}
-	close(stop)
-	<-done
-	for i := range buf {
-		if buf[i] != byte(i*7) {
-			t.Fatalf("byte %d is %d after PrefetchW, want %d", i, buf[i], byte(i*7))
+		var rounds atomic.Uint64
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := 0; i < len(buf); i += 64 {
+					h.fetch(&buf[i])
+				}
+				h.fetch(&buf[len(buf)-1])
+				rounds.Add(1)
+			}
+		}()
+		for rounds.Load() < 100 {
+			runtime.Gosched()
+		}
+		close(stop)
+		<-done
+		for i := range buf {
+			if buf[i] != byte(i*7) {
+				t.Fatalf("byte %d is %d after %s, want %d", i, buf[i], h.name, byte(i*7))
+			}
 		}
 	}
 }

@@ -23,3 +23,12 @@ func PrefetchW(p *byte) { prefetchW(p) }
 
 //go:noescape
 func prefetchW(p *byte)
+
+// Prefetch asks for the cache line holding *p to be read, without waiting:
+// a consumer calls it on ring lines ahead of the record it reads, whose
+// position it learns only from the record before, so that their transfers
+// from the producer's core overlap instead of following one another.
+func Prefetch(p *byte) { prefetch(p) }
+
+//go:noescape
+func prefetch(p *byte)

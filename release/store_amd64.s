@@ -17,3 +17,11 @@ TEXT ·prefetchW(SB), NOSPLIT, $0-8
 	MOVQ p+0(FP), AX
 	BYTE $0x0F; BYTE $0x0D; BYTE $0x08
 	RET
+
+// func prefetch(p *byte)
+// PREFETCHT0: ask for the line to be read into every cache level now,
+// without waiting for it.
+TEXT ·prefetch(SB), NOSPLIT, $0-8
+	MOVQ p+0(FP), AX
+	PREFETCHT0 (AX)
+	RET

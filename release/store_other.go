@@ -12,3 +12,6 @@ func Store(p *atomic.Uint64, v uint64) { p.Store(v) }
 
 // PrefetchW does nothing here: see the amd64 version.
 func PrefetchW(p *byte) {}
+
+// Prefetch does nothing here: see the amd64 version.
+func Prefetch(p *byte) {}
