@@ -122,11 +122,23 @@ type rawCall struct {
 	root       int
 }
 
-// reductionRaw is the rawCall of a reduction's call (and of a bcast's:
-// no send buffer, no op).
-func reductionRaw[T Elem](send, recv []T, op *Op, root int) rawCall {
-	return rawCall{set: true, send: unsafe.Pointer(unsafe.SliceData(send)), recv: unsafe.Pointer(unsafe.SliceData(recv)),
-		ns: len(send), nr: len(recv), op: op, elem: (*T)(nil), root: root}
+// setReduction records a reduction's call (and a bcast's: no send buffer,
+// no op) in k, field by field into k's own memory: a rawCall built as a
+// value and assigned was copied sixteen bytes at a time out of words just
+// stored, which stalls store forwarding (a tenth of a repeated 8-byte
+// Iallreduce's cost, both ranks).
+func setReduction[T Elem](k *rawCall, send, recv []T, op *Op, root int) {
+	k.set = true
+	k.send, k.recv = unsafe.Pointer(unsafe.SliceData(send)), unsafe.Pointer(unsafe.SliceData(recv))
+	k.ns, k.nr, k.op, k.elem, k.root = len(send), len(recv), op, (*T)(nil), root
+}
+
+// same reports whether k and o are the same call. Field by field, for the
+// reason setReduction gives: == on the structs compared them with wide
+// loads of the words setReduction had just stored.
+func (k *rawCall) same(o *rawCall) bool {
+	return k.set == o.set && k.send == o.send && k.recv == o.recv && k.ns == o.ns && k.nr == o.nr &&
+		k.op == o.op && k.root == o.root && k.elem == o.elem
 }
 
 // Recycle takes back a nonblocking run whose request a Wait returned
@@ -408,7 +420,7 @@ func (c *Comm) startRepeat(op coll.Op, name string, k *rawCall) (req *Request, e
 	s.mu.Lock()
 	// Under the lock: the slot's run, its idleness and its call are the
 	// lock holder's to change.
-	if r = c.nbReuse[op].Load(); r == nil || r.idle.Load() == 0 || r.call != *k {
+	if r = c.nbReuse[op].Load(); r == nil || r.idle.Load() == 0 || !r.call.same(k) {
 		s.mu.Unlock()
 		return nil, nil, false
 	}

@@ -40,7 +40,8 @@ func BarrierInit(c *Comm) (*Request, error) { return c.BarrierInit() }
 
 // Ibcast starts Bcast (MPI_Ibcast) and returns its request.
 func Ibcast[T Elem](c *Comm, buf []T, root int) (*Request, error) {
-	k := reductionRaw(nil, buf, nil, root)
+	var k rawCall
+	setReduction(&k, nil, buf, nil, root)
 	if req, err, ok := c.startRepeat(coll.Bcast, "Ibcast", &k); ok {
 		return req, err
 	}
@@ -63,7 +64,8 @@ func BcastInit[T Elem](c *Comm, buf []T, root int) (*Request, error) {
 
 // Ireduce starts Reduce (MPI_Ireduce) and returns its request.
 func Ireduce[T Elem](c *Comm, send, recv []T, op *Op, root int) (*Request, error) {
-	k := reductionRaw(send, recv, op, root)
+	var k rawCall
+	setReduction(&k, send, recv, op, root)
 	if req, err, ok := c.startRepeat(coll.Reduce, "Ireduce", &k); ok {
 		return req, err
 	}
@@ -86,7 +88,8 @@ func ReduceInit[T Elem](c *Comm, send, recv []T, op *Op, root int) (*Request, er
 
 // Iallreduce starts Allreduce (MPI_Iallreduce) and returns its request.
 func Iallreduce[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
-	k := reductionRaw(send, recv, op, 0)
+	var k rawCall
+	setReduction(&k, send, recv, op, 0)
 	if req, err, ok := c.startRepeat(coll.Allreduce, "Iallreduce", &k); ok {
 		return req, err
 	}
@@ -109,7 +112,8 @@ func AllreduceInit[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
 
 // Iscan starts Scan (MPI_Iscan) and returns its request.
 func Iscan[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
-	k := reductionRaw(send, recv, op, 0)
+	var k rawCall
+	setReduction(&k, send, recv, op, 0)
 	if req, err, ok := c.startRepeat(coll.Scan, "Iscan", &k); ok {
 		return req, err
 	}
@@ -132,7 +136,8 @@ func ScanInit[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
 
 // Iexscan starts Exscan (MPI_Iexscan) and returns its request.
 func Iexscan[T Elem](c *Comm, send, recv []T, op *Op) (*Request, error) {
-	k := reductionRaw(send, recv, op, 0)
+	var k rawCall
+	setReduction(&k, send, recv, op, 0)
 	if req, err, ok := c.startRepeat(coll.Exscan, "Iexscan", &k); ok {
 		return req, err
 	}
