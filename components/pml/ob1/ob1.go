@@ -62,6 +62,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -76,6 +77,7 @@ import (
 // Component is the ob1 PML component.
 type Component struct {
 	llpMax, useRDMA, pipeline, stats *params.Param
+	rdmaChoice, rdmaRetry            *params.Param
 }
 
 // Info describes the component.
@@ -94,6 +96,16 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.useRDMA = r.Add(params.Def{Name: "pml_ob1_use_rdma", Type: params.Bool, Level: 5, Default: "true",
 		Help: "Send messages above the eager limit by RDMA Get (the receiver reads the sender's buffer with one copy) where the BTL offers it; " +
 			"otherwise as pipelined fragments"})
+	c.rdmaChoice = r.Add(params.Def{Name: "pml_ob1_rdma_choice", Type: params.Enum, Level: 5, Default: "measured",
+		Values: []params.EnumValue{{Value: rdmaAlways, Name: "always"}, {Value: rdmaMeasured, Name: "measured"}},
+		Help: "How a receiver takes a message the sender offers by RDMA Get: always (reads the sender's buffer, one copy) or " +
+			"measured (times that and asking for fragments, per peer and power-of-two size, and takes the faster; the other " +
+			"is tried again now and then, pml_ob1_rdma_retry_ms). Which wins depends on where the two processes run: on 2 cores near " +
+			"each other fragments took half the time from 32 KiB up, far apart twice the time, on one core longer"})
+	c.rdmaRetry = r.Add(params.Def{Name: "pml_ob1_rdma_retry_ms", Type: params.Uint, Level: 6, Default: "100",
+		Help: "With pml_ob1_rdma_choice=measured, the longest the slower way goes untried: a receive tries it after 1 ms, " +
+			"then after twice as long each time it is still the slower, up to this (milliseconds, 1 to 60000). A trial is " +
+			"4 transfers the slower way: at 100, about 1 % of the time of 4 MiB messages where fragments lose"})
 	c.pipeline = r.Add(params.Def{Name: "pml_ob1_send_pipeline_depth", Type: params.Uint, Level: 6, Default: "4",
 		Help: "Fragments of one rendezvous message pushed per progress pass, so that one large message does not hold up the others"})
 	c.stats = r.Add(params.Def{Name: "pml_ob1_stats", Type: params.Bool, Level: 5, Default: "false",
@@ -107,7 +119,12 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		return 0, nil, mca.Decline("no byte transfer layer")
 	}
 	job := env.Runtime.Job()
+	retry := b.Get(c.rdmaRetry).Uint()
+	if retry < 1 || retry > 60000 {
+		return 0, nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "pml_ob1_rdma_retry_ms = %d: accepted: 1 to 60000", retry)
+	}
 	m := &module{
+		rdma:     newRDMAChoice(b.Get(c.rdmaChoice).Int() == rdmaMeasured, time.Duration(retry)*time.Millisecond),
 		base:     b,
 		log:      b.Logger("pml").Named("ob1"),
 		bml:      env.BML,
@@ -211,6 +228,8 @@ type module struct {
 	me, size int
 	llpMax   int
 	useRDMA  bool
+	// rdma chooses, for each RGET offered, between Get and fragments.
+	rdma     *rdmaChoice
 	pipeline int
 	dump     bool
 	// tellLost tells the run-time environment of a lost peer

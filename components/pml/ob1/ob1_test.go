@@ -4,12 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/gompi/gompi/components/pml/ob1"
 	"github.com/gompi/gompi/internal/p2pcheck"
+	"github.com/gompi/gompi/internal/testutil"
 	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/mpitest"
+	"github.com/gompi/gompi/params"
 )
 
 // withLLP selects the test LLP alone (not tofu, which is built in): its
@@ -308,4 +312,30 @@ func TestFastPathSeesUnpeekedBTL(t *testing.T) {
 		return nil
 	}, withLLP(0, mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"),
 		mpitest.WithMCA("llp_testllp_peek", "1"))...)
+}
+
+// A bad pml_ob1_rdma_retry_ms or pml_ob1_rdma_choice fails Init with an
+// error that names the parameter and what it accepts.
+func TestBadRDMAChoiceParameters(t *testing.T) {
+	for _, c := range []struct{ name, value, want string }{
+		{"pml_ob1_rdma_retry_ms", "0", "pml_ob1_rdma_retry_ms = 0: accepted: 1 to 60000"},
+		{"pml_ob1_rdma_retry_ms", "60001", "pml_ob1_rdma_retry_ms = 60001: accepted: 1 to 60000"},
+		{"pml_ob1_rdma_choice", "sometimes", "pml_ob1_rdma_choice"},
+	} {
+		t.Run(c.name+"="+c.value, func(t *testing.T) {
+			inst, err := mpi.InitWith(mpi.Options{Env: testutil.CleanEnv(), Output: testutil.LogWriter{T: t},
+				MCA:  []params.Setting{{Name: c.name, Value: c.value}},
+				Exit: func(int) { runtime.Goexit() }})
+			if err == nil {
+				inst.Finalize()
+				t.Fatal("Init succeeded")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not contain %q", err, c.want)
+			}
+			if c.value != "sometimes" && !errors.Is(err, mpierr.ErrUnsupportedParam) {
+				t.Errorf("error %q is not of class %v", err, mpierr.ErrUnsupportedParam)
+			}
+		})
+	}
 }

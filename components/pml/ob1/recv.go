@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/pml"
@@ -23,6 +24,10 @@ type recvReq struct {
 	postSeq    uint64
 	posted     bool
 	prev, next *recvReq
+
+	// fragsFrom is when this receive, offered an RGET, asked for fragments
+	// instead (rdmaChoice's clock); 0 for the others.
+	fragsFrom time.Duration
 
 	// Rendezvous state, once matched. id names the request in FRAGs; got
 	// counts the bytes placed, want the bytes to place (the message's
@@ -191,9 +196,16 @@ func (m *module) runAction(a *action) {
 		return
 	}
 	if a.typ == hdrRget {
+		now := m.rdma.now()
+		if m.useRDMA && m.rdma.way(a.world, r.want, now) == byFragments {
+			r.fragsFrom = now
+			m.askRest(r, a.srcReq, 0)
+			return
+		}
 		name, desc, _ := decodeRget(a.data) // checked at arrival
 		err := m.get(a.world, name, desc, r.buf[:r.want])
 		if err == nil {
+			m.rdma.note(a.world, r.want, byGet, now, m.rdma.now())
 			// The header in r's scratch space: a local array would escape
 			// into the transport's interface call, an allocation per RGET.
 			m.sendCtl(a.world, hdrFin, putFin(r.scratch[:], a.srcReq))
@@ -318,6 +330,9 @@ func (m *module) fragArrived(r *recvReq, f fragHdr, n int) {
 	delete(m.recvs, f.dstReq)
 	m.reqMu.Unlock()
 	if mine {
+		if r.fragsFrom != 0 {
+			m.rdma.note(r.world, r.want, byFragments, r.fragsFrom, m.rdma.now())
+		}
 		r.finish(nil)
 	}
 }
