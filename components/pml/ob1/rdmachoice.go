@@ -1,6 +1,7 @@
 package ob1
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 	"sync"
@@ -19,10 +20,9 @@ import (
 // fragments wait for the sender. So the receiver times both, per peer and
 // size class, and takes the faster; the other is tried again once it has
 // gone unused for a while, so that a change of placement is found. The
-// while starts at minRetry and doubles each time a trial leaves the choice
-// as it was, up to retry; a trial that changes it starts it over: a few
-// milliseconds to settle, and then a trial of the slower way costs about
-// trialBurst slow transfers per retry (in the far placement, 4 MiB: 1 %).
+// while starts at a floor (1 ms, or what keeps a trial's cost within
+// trialBudget of the time) and doubles each time a trial leaves the choice
+// as it was, up to retry; a change of choice starts it over.
 type rdmaChoice struct {
 	measured bool          // pml_ob1_rdma_choice=measured; false: always Get
 	retry    time.Duration // pml_ob1_rdma_retry_ms: the longest wait between trials
@@ -56,7 +56,7 @@ type classChoice struct {
 	ways   [2]rdmaCost
 	winner int
 	won    bool
-	wait   time.Duration // 0: minRetry
+	wait   time.Duration // 0: the floor (rdmaChoice.floor)
 }
 
 // minRetry is the first wait between trials of the slower way.
@@ -141,7 +141,7 @@ func (c *rdmaChoice) way(world, n int, now time.Duration) int {
 		}
 	}
 	if w < 0 {
-		if w, trial = c.pick(cc, now); trial {
+		if w, trial = c.pick(cc, n, now); trial {
 			cc.ways[w].burst = trialBurst - 1
 		}
 	}
@@ -168,9 +168,9 @@ const trialBurst = 4
 
 // pick chooses a way, and says whether it is a trial (the way is new or
 // has gone unused for the class's wait).
-func (c *rdmaChoice) pick(cc *classChoice, now time.Duration) (way int, trial bool) {
+func (c *rdmaChoice) pick(cc *classChoice, n int, now time.Duration) (way int, trial bool) {
 	get, frag := &cc.ways[byGet], &cc.ways[byFragments]
-	wait := max(cc.wait, minRetry)
+	wait := max(cc.wait, c.floor(cc, n))
 	stale := func(e *rdmaCost) bool { return e.chosen == 0 || now-e.chosen > wait }
 	switch {
 	case !get.measured() && stale(get):
@@ -195,10 +195,28 @@ func (c *rdmaChoice) pick(cc *classChoice, now time.Duration) (way int, trial bo
 		w = byGet
 	}
 	if cc.won && w != cc.winner {
-		cc.wait = minRetry // the choice changed: look again soon
+		cc.wait = 0 // the choice changed: look again soon
 	}
 	cc.winner, cc.won = w, true
 	return w, false
+}
+
+// trialBudget is the share of the time a class's transfers take that its
+// trials of the slower way may cost, at most, once the two ways' costs are
+// known: the shortest wait between trials is what keeps it there.
+const trialBudget = 0.03
+
+// floor is the shortest wait between trials for messages of n bytes:
+// minRetry, or longer where a trial's burst costs more than trialBudget
+// of the wait (4 MiB far apart: 4 × 300 µs more by fragments, so 40 ms),
+// but never above retry.
+func (c *rdmaChoice) floor(cc *classChoice, n int) time.Duration {
+	get, frag := &cc.ways[byGet], &cc.ways[byFragments]
+	if !get.measured() || !frag.measured() {
+		return minRetry
+	}
+	extra := math.Abs(get.estimate()-frag.estimate()) * float64(n) / 1024 // ns more per transfer
+	return min(max(minRetry, time.Duration(trialBurst*extra/trialBudget)), c.retry)
 }
 
 // note records that a transfer of n bytes from world by way, begun at

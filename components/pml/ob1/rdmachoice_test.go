@@ -142,3 +142,31 @@ func TestRDMAChoiceAlways(t *testing.T) {
 		c.note(0, 1<<20, byGet, 0, time.Hour)
 	}
 }
+
+// Where the slower way costs much more per transfer (4 MiB, Get 300 µs and
+// fragments 600, as far apart), trials come less often: their time stays
+// within trialBudget of the whole, short runs included.
+func TestRDMAChoiceTrialsWithinBudget(t *testing.T) {
+	const n = 4 << 20
+	for _, span := range []time.Duration{60 * time.Millisecond, 2 * time.Second} {
+		c := newRDMAChoice(true, 100*time.Millisecond)
+		now := time.Millisecond
+		var slow time.Duration
+		for end := now + span; now < end; {
+			w := c.way(5, n, now)
+			d := 300 * time.Microsecond
+			if w == byFragments {
+				d = 600 * time.Microsecond
+				slow += 300 * time.Microsecond
+			}
+			c.note(5, n, w, now, now+d)
+			now += d
+		}
+		// The first trial (4 transfers) is the price of knowing; past it,
+		// the budget.
+		first := trialBurst * 300 * time.Microsecond
+		if limit := first + time.Duration(2*trialBudget*float64(span)); slow > limit {
+			t.Fatalf("over %v the slower way cost %v more, want at most %v", span, slow, limit)
+		}
+	}
+}
