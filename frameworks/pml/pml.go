@@ -232,9 +232,11 @@ type Module interface {
 type Stats struct {
 	LLPHits, LLPFallbacks uint64
 	// Eager, Rendezvous and RGet count messages sent by each protocol
-	// (Rendezvous: a first fragment then pipelined fragments; RGet: the
-	// receiver read the buffer with one copy). RGetFallbacks counts RGets
-	// the receiver could not read, which went as fragments instead.
+	// (Rendezvous: a first fragment then pipelined fragments; RGet: offered
+	// for the receiver to read with one copy). RGetFallbacks counts RGets
+	// the receiver answered by asking for fragments instead: it could not
+	// read the buffer, or it measured fragments faster from this peer
+	// (ob1's pml_ob1_rdma_choice).
 	Eager, Rendezvous, RGet, RGetFallbacks uint64
 	// Pipelined counts messages sent eagerly in several fragments, without
 	// waiting for the receiver (ob1's PIPE, up to the route's
