@@ -36,7 +36,7 @@ type rdmaChoice struct {
 // by fragments in flight: they share the sender's stream, so they are
 // timed together (note).
 type peerCosts struct {
-	classes [sizeClasses]classChoice
+	classes [sizeClasses]*classChoice // made at a class's first message
 	// inFlight transfers by fragments asked of this peer and not ended;
 	// busyFrom is when the first of them was asked, busyBytes what they
 	// all move; last is the latest start or end among them.
@@ -131,7 +131,7 @@ func (c *rdmaChoice) way(world, n int, now time.Duration) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.peer(world)
-	cc := &p.classes[bits.Len(uint(n))%sizeClasses]
+	cc := p.class(n)
 	w, trial := -1, false
 	for i := range cc.ways {
 		if cc.ways[i].burst > 0 {
@@ -234,7 +234,7 @@ func (c *rdmaChoice) note(world, n, way int, from, now time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.peer(world)
-	e := &p.classes[bits.Len(uint(n))%sizeClasses].ways[way]
+	e := &p.class(n).ways[way]
 	if way == byGet {
 		e.add(float64((now - from).Nanoseconds()) * 1024 / float64(n))
 		return
@@ -247,6 +247,18 @@ func (c *rdmaChoice) note(world, n, way int, from, now time.Duration) {
 	if p.busyBytes > 0 {
 		e.add(float64((now - p.busyFrom).Nanoseconds()) * 1024 / float64(p.busyBytes))
 	}
+}
+
+// class returns the choice for messages of n bytes; the caller holds mu.
+// Classes are made as they are used, so that a peer costs what its sizes
+// need (a receiver of one size from ten thousand peers: about 7 MB; all
+// 64 classes made at once: 66 MB).
+func (p *peerCosts) class(n int) *classChoice {
+	k := bits.Len(uint(n)) % sizeClasses
+	if p.classes[k] == nil {
+		p.classes[k] = new(classChoice)
+	}
+	return p.classes[k]
 }
 
 // peer returns world's estimates; the caller holds mu.

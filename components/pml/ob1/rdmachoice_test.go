@@ -123,7 +123,7 @@ func TestRDMAChoiceTimesFragmentsInFlightTogether(t *testing.T) {
 	}
 	// About 150 µs a message (more where Get's trials held the window up),
 	// not the quarter microsecond between two ends.
-	got := c.peer(1).classes[21].ways[byFragments].estimate()
+	got := c.peer(1).class(n).ways[byFragments].estimate()
 	if want := 150e3 * 1024 / float64(n); got < 0.95*want || got > 1.5*want {
 		t.Fatalf("fragments cost %.1f ns/KiB after windows of eight, want about %.1f (150 µs a message)", got, want)
 	}
