@@ -120,10 +120,10 @@ func (c *rdmaChoice) now() time.Duration { return max(time.Since(c.epoch), 1) }
 
 // way says how to take n bytes from world rank world now: byGet or
 // byFragments. Each way is tried first (Get first); then the cheaper is
-// chosen, and the other again once it has not been chosen for retry. A
-// way counts as chosen when it is chosen, not when its transfer ends, so
-// that a window of large receives started at once tries the other way
-// once, not for every receive of the window.
+// chosen, and the other again once it has gone unused for the class's
+// wait. A way counts as chosen when it is chosen, not when its transfer
+// ends, so that a window of large receives started at once tries the
+// other way in one burst, not for every receive of the window.
 func (c *rdmaChoice) way(world, n int, now time.Duration) int {
 	if !c.measured {
 		return byGet
