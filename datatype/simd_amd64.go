@@ -33,15 +33,18 @@ func addI32(in, io *int32, n int)
 // start-up, like the processor.
 var haveVector = cpu.X86.HasAVX2
 
-// vectorMin is the shortest slice worth a vector kernel: below it the
-// call's set-up costs more than the Go loop.
-const vectorMin = 32
+// vectorMin is the shortest slice given to a vector kernel: float64 Sum of
+// 8 elements took 3.0 ns against the Go loop's 4.0 (16: 3.1 against 6.8);
+// shorter ones are mostly tail.
+const vectorMin = 8
 
 // vectorKernel returns the AVX2 kernel of op over E, or nil where there is
 // none (no AVX2, or an op whose vector instruction differs from Go's scalar
 // result: Min and Max treat NaN and signed zeros differently). Elementwise
 // sums and products give the same bits as the Go loop: each element is one
-// IEEE operation either way, in the same order of operands.
+// IEEE operation either way, and IEEE addition and multiplication are
+// commutative, except for which of two NaNs a NaN result carries (the
+// kernel computes io op in, the loop in op io), which MPI leaves open.
 func vectorKernel[E Real](code opCode) func(in, io []E) {
 	if !haveVector {
 		return nil

@@ -6,7 +6,7 @@ package datatype
 const haveVector = false
 
 // vectorMin is simd_amd64.go's, for the tests that cross it.
-const vectorMin = 32
+const vectorMin = 8
 
 // vectorKernel: no vector kernels on this architecture (or with the purego
 // tag): the Go loops serve.
