@@ -125,8 +125,8 @@ func (c *rdmaChoice) now() time.Duration { return max(time.Since(c.epoch), 1) }
 // ends, so that a window of large receives started at once tries the
 // other way in one burst, not for every receive of the window.
 func (c *rdmaChoice) way(world, n int, now time.Duration) int {
-	if !c.measured {
-		return byGet
+	if !c.measured || n <= 0 {
+		return byGet // nothing to move: nothing to time, nothing in flight
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

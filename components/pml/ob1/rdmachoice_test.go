@@ -170,3 +170,21 @@ func TestRDMAChoiceTrialsWithinBudget(t *testing.T) {
 		}
 	}
 }
+
+// A receive with nothing to place (a zero-length buffer, the message
+// truncated to nothing) takes Get, which ends at once, and leaves nothing
+// in flight: counted as a transfer by fragments that never ends, it held
+// every later one's timing open for a second.
+func TestRDMAChoiceNothingToMove(t *testing.T) {
+	c := newRDMAChoice(true, time.Second)
+	now := time.Millisecond
+	for i := 0; i < 3*trialBurst; i++ {
+		if w := c.way(2, 0, now); w != byGet {
+			t.Fatalf("receive %d of nothing took way %d, want Get", i, w)
+		}
+		now += time.Microsecond
+	}
+	if p := c.peer(2); p.inFlight != 0 {
+		t.Fatalf("%d transfers by fragments in flight after receives of nothing", p.inFlight)
+	}
+}
