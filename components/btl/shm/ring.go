@@ -197,7 +197,7 @@ func (p *producer) write(tag uint8, hdr, payload []byte) bool {
 const (
 	cacheLine         = 64
 	prefetchMaxRecord = 8192
-	prefetchAhead     = 2 * cacheLine
+	prefetchAhead     = 2 * cacheLine // the consumer's read prefetch (poll), after records up to this size
 )
 
 // consumer is the receiving side of a box. Its owner serializes calls (the

@@ -187,9 +187,9 @@ func (m *module) recvRun(src int, _ btl.Tag, frags [][]byte) {
 				if r := int(a.h.src); r >= 0 && r < c.size {
 					if p := &c.peers[r]; p.world == src && p.expected == a.h.seq && len(p.parked) == 0 {
 						// matchIn's eager case, completing in a batch.
-						if req := c.findPosted(r, int(a.h.tag)); req != nil {
+						tag := int(a.h.tag)
+						if req := c.findPosted(r, tag); req != nil {
 							c.unpost(req)
-							tag := int(a.h.tag)
 							n, err := req.placeEager(r, tag, a.data)
 							req.CompleteBatched(r, tag, n, err)
 							batched++
