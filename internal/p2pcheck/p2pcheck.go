@@ -713,8 +713,11 @@ func checkEagerLimit(c *mpi.Comm, o Options) error {
 		return fmt.Errorf("a %d-byte message (the eager limit) did not go eager: %+v then %+v", limit, before, mid)
 	}
 	if inst.BML().Peer(right).Send[0].Attr.PipelineLimit > limit {
-		if after.Eager != mid.Eager || after.Pipelined != mid.Pipelined+1 {
-			return fmt.Errorf("a %d-byte message (the eager limit + 1) did not go pipelined: %+v then %+v", limit+1, mid, after)
+		// Pipelined, or offered by RDMA Get while the receiver's measure
+		// (pml_ob1_rdma_choice) has not said fragments win.
+		piped, offered := after.Pipelined-mid.Pipelined, after.RGet-mid.RGet
+		if after.Eager != mid.Eager || piped+offered != 1 || after.Rendezvous != mid.Rendezvous {
+			return fmt.Errorf("a %d-byte message (the eager limit + 1) went neither pipelined nor by RDMA Get: %+v then %+v", limit+1, mid, after)
 		}
 	} else if after.Eager != mid.Eager || after.Rendezvous+after.RGet != mid.Rendezvous+mid.RGet+1 {
 		return fmt.Errorf("a %d-byte message (the eager limit + 1) did not go by rendezvous: %+v then %+v", limit+1, mid, after)

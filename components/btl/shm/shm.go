@@ -172,7 +172,8 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.pipelineLimit = r.Add(params.Def{Name: "btl_shm_pipeline_limit", Type: params.Size, Level: 4, Default: "16k",
 		Help: "Messages above the eager limit and up to this many bytes go eagerly as fragments of btl_shm_max_send_size " +
 			"back to back through the ring, the receiver copying one out while the sender copies the next in, " +
-			"instead of a rendezvous with single copy (whose system call costs more than copying them twice up to here); " +
+			"instead of a rendezvous with single copy (whose system call costs more than copying them twice up to here, near); " +
+			"with pml_ob1_rdma_choice=measured only while the receiver measures them the faster (far apart, single copy won at 16 KiB). " +
 			"0 or at most the eager limit: never. Up to 64m (an unexpected message is held whole)"})
 	c.livenessPolls = r.Add(params.Def{Name: "btl_shm_liveness_polls", Type: params.Uint, Level: 7, Default: "8192",
 		Help: "Progress calls, and refused sends to one peer in a row, between checks that local peers are alive " +

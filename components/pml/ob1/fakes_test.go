@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/llp"
@@ -24,8 +25,10 @@ import (
 //     with, the BTL messages sent after them.
 //   - btl "tloop": an in-process BTL with a small queue per receiver (flow
 //     control), RDMA Get that works, is refused (btl.ErrNoRDMA) or fails
-//     (btl_tloop_get = ok | refuse | fail | lost: the peer is lost), and a
-//     way to lose a rank.
+//     (btl_tloop_get = ok | refuse | fail | lost: the peer is lost | slow:
+//     2 ms a read), a pipelined range (btl_tloop_pipeline_limit), sends of
+//     large payloads made slow (btl_tloop_slow_payload: 2 ms from that
+//     many bytes), and a way to lose a rank.
 //
 // The ranks of one job find each other through the component value, which
 // every instance in the process shares, by job id.
@@ -178,12 +181,12 @@ func (m *llpMod) Finalize() error { return nil }
 
 // tloop is the in-process test BTL.
 type tloop struct {
-	name          string
-	common        btl.CommonParams
-	enable, queue *params.Param
-	get           *params.Param
-	mu            sync.Mutex
-	hubs          map[string]*tloopHub
+	name                  string
+	common                btl.CommonParams
+	enable, queue         *params.Param
+	get, pipeLim, slowPay *params.Param
+	mu                    sync.Mutex
+	hubs                  map[string]*tloopHub
 }
 
 type tloopHub struct {
@@ -201,7 +204,9 @@ func (c *tloop) Register(r *mca.Registrar) {
 	c.common = btl.RegisterCommon(r, c.name, btl.Defaults{Exclusivity: 1000, EagerLimit: 4096, MaxSendSize: 16384, Latency: 5, Bandwidth: 1000})
 	c.enable = r.Add(params.Def{Name: p + "enable", Type: params.Bool, Level: 9, Default: "false", Help: "test only"})
 	c.queue = r.Add(params.Def{Name: p + "queue", Type: params.Size, Level: 9, Default: "64k", Help: "test only"})
-	c.get = r.Add(params.Def{Name: p + "get", Type: params.String, Level: 9, Default: "ok", Help: "test only: ok, refuse, fail, lost"})
+	c.get = r.Add(params.Def{Name: p + "get", Type: params.String, Level: 9, Default: "ok", Help: "test only: ok, refuse, fail, lost, slow"})
+	c.pipeLim = r.Add(params.Def{Name: p + "pipeline_limit", Type: params.Size, Level: 9, Default: "0", Help: "test only"})
+	c.slowPay = r.Add(params.Def{Name: p + "slow_payload", Type: params.Size, Level: 9, Default: "0", Help: "test only"})
 }
 
 func (c *tloop) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
@@ -219,7 +224,9 @@ func (c *tloop) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 		c.hubs[rt.Job().ID] = hub
 	}
 	c.mu.Unlock()
-	m := &tloopMod{hub: hub, rank: rt.Job().Rank, attr: attr, cap: int(b.Get(c.queue).Uint()), get: b.Get(c.get).Str()}
+	attr.PipelineLimit = int(b.Get(c.pipeLim).Uint())
+	m := &tloopMod{hub: hub, rank: rt.Job().Rank, attr: attr, cap: int(b.Get(c.queue).Uint()), get: b.Get(c.get).Str(),
+		slowPay: int(b.Get(c.slowPay).Uint())}
 	hub.mu.Lock()
 	hub.mods[m.rank] = m
 	hub.mu.Unlock()
@@ -300,6 +307,9 @@ type tloopMod struct {
 	cap  int
 	get  string
 	cb   btl.Callbacks
+	// slowPay: sends of payloads of at least this many bytes take 2 ms
+	// (0: none).
+	slowPay int
 
 	mu     sync.Mutex
 	inbox  []tloopFrag
@@ -331,6 +341,9 @@ func (m *tloopMod) Send(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error
 	m.hub.mu.Unlock()
 	if dead {
 		return fmt.Errorf("tloop: send to rank %d: %w", ep.Rank(), btl.ErrPeerLost)
+	}
+	if m.slowPay > 0 && len(payload) >= m.slowPay {
+		time.Sleep(2 * time.Millisecond)
 	}
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
@@ -374,6 +387,8 @@ func (m *tloopMod) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error 
 		return mpierr.Errorf(mpierr.ErrIntern, "tloop: Get failed by configuration")
 	case "lost":
 		return fmt.Errorf("tloop: Get from rank %d: %w", ep.Rank(), btl.ErrPeerLost)
+	case "slow":
+		time.Sleep(2 * time.Millisecond)
 	}
 	return btl.CMARead(desc, off, dst)
 }

@@ -15,10 +15,16 @@ import (
 //	MATCH  (16)  type flags ctx:u16 src:i32 tag:i32 seq:u16 pad:u16, then the payload
 //	RNDV   (32)  MATCH + msglen:u64 srcreq:u64, then the first chunk
 //	RGET   (32)  as RNDV, then len:u8 + the RDMA route's BTL name + its Expose description
-//	ACK    (40)  type flags pad:6 srcreq:u64 dstreq:u64 offset:u64 want:u64
+//	ACK    (40)  type flags pad:6 srcreq:u64 dstreq:u64 offset:u64 want:u64 (flags: ackPipeline)
 //	FRAG   (24)  type flags pad:6 dstreq:u64 offset:u64, then data
 //	FIN    (16)  type flags pad:6 srcreq:u64
 //	PIPE   (32)  as RNDV, then the first chunk; the rest follows unasked
+//
+// An RGET or PIPE with flagStamp in its flags carries 8 more bytes after
+// its 32, stamp:i64, the sender's wall clock (ns) when it began the send;
+// what follows the header comes after them. (rdmachoice.go: the receiver
+// times a message in the sender's pipelined range from it.)
+//
 //	PFRAG  (24)  as FRAG, naming the sender's srcreq instead of dstreq
 //
 // ctx is the communicator's context id, src the sender's rank in it, seq the
@@ -26,7 +32,10 @@ import (
 // dstreq name the sender's and the receiver's request in their own tables;
 // they are numbers, never pointers, and a number the table does not hold is
 // dropped. ACK asks the sender for bytes [offset, want) of its message, sent
-// as FRAGs to dstreq; offset >= want means "nothing more: you are done". FIN
+// as FRAGs to dstreq; offset >= want means "nothing more: you are done".
+// An ACK that answers an RGET sets ackPipeline when fragments are the
+// receiver's choice for messages of its size from this sender
+// (rdmachoice.go). FIN
 // tells an RGET's sender that its buffer has been read. PIPE is a message
 // sent eagerly in several fragments: its PFRAGs follow without an ACK, and
 // the receiver places them by (sender, srcreq) into the matched receive, or
@@ -42,6 +51,12 @@ const (
 	hdrPFrag = 12
 )
 
+// flagStamp, in an RGET's or PIPE's flags, says a stamp follows the header.
+const flagStamp = 1
+
+// stampLen is the length of the stamp that follows a header with flagStamp.
+const stampLen = 8
+
 // Header lengths.
 const (
 	matchLen = 16
@@ -49,8 +64,9 @@ const (
 	ackLen   = 40
 	fragLen  = 24
 	finLen   = 16
-	// maxHdr is the longest header; per-peer scratch buffers hold one.
-	maxHdr = ackLen
+	// maxHdr is the longest header (a stamped one's as long as an ACK);
+	// per-peer scratch buffers hold one.
+	maxHdr = max(ackLen, rndvLen+stampLen)
 )
 
 // maxMsgLen bounds a rendezvous length read from the wire, so that it fits
@@ -67,8 +83,9 @@ type matchHdr struct {
 	src    int32
 	tag    int32
 	seq    uint16
-	msgLen uint64 // RNDV, RGET
-	srcReq uint64 // RNDV, RGET
+	msgLen uint64 // RNDV, RGET, PIPE
+	srcReq uint64 // RNDV, RGET, PIPE
+	stamp  int64  // RGET, PIPE with flagStamp; 0 without
 }
 
 var le = binary.LittleEndian
@@ -94,8 +111,17 @@ func putRndv(b []byte, typ byte, ctx uint16, src, tag int, seq uint16, msgLen in
 	return b
 }
 
-// decodeMatch parses a MATCH, RNDV or RGET header and returns it with what
-// follows it.
+// putStamp appends the stamp to an RGET or PIPE header made by putRndv in
+// b (which has room for it), and flags it.
+func putStamp(b []byte, stamp int64) []byte {
+	b[1] |= flagStamp
+	b = b[:rndvLen+stampLen]
+	le.PutUint64(b[rndvLen:], uint64(stamp))
+	return b
+}
+
+// decodeMatch parses a MATCH, RNDV, RGET or PIPE header and returns it with
+// what follows it.
 func decodeMatch(frag []byte) (matchHdr, []byte, error) {
 	if len(frag) < matchLen {
 		return matchHdr{}, nil, fmt.Errorf("match header of %d bytes, want %d", len(frag), matchLen)
@@ -112,6 +138,12 @@ func decodeMatch(frag []byte) (matchHdr, []byte, error) {
 		h.msgLen = le.Uint64(frag[16:])
 		h.srcReq = le.Uint64(frag[24:])
 		rest := frag[rndvLen:]
+		if h.flags&flagStamp != 0 && h.typ != hdrRndv {
+			if len(rest) < stampLen {
+				return h, nil, fmt.Errorf("stamped rendezvous header of %d bytes, want %d", len(frag), rndvLen+stampLen)
+			}
+			h.stamp, rest = int64(le.Uint64(rest)), rest[stampLen:]
+		}
 		if h.msgLen > maxMsgLen {
 			return h, nil, fmt.Errorf("rendezvous of %d bytes: larger than %d", h.msgLen, uint64(maxMsgLen))
 		}
@@ -159,12 +191,21 @@ func decodeRget(p []byte) (name, desc []byte, err error) {
 	return p[1 : 1+int(p[0])], p[1+int(p[0]):], nil
 }
 
-type ackHdr struct{ srcReq, dstReq, offset, want uint64 }
+// ackHdr is an ACK.
+type ackHdr struct {
+	srcReq, dstReq, offset, want uint64
+	flags                        byte
+}
+
+// ackPipeline, in an ACK's flags, says the receiver takes messages of this
+// size from the sender by fragments: in the pipelined range, send them as
+// PIPEs for a while (pipeOffers).
+const ackPipeline = 1
 
 func putAck(b []byte, a ackHdr) []byte {
 	b = b[:ackLen]
 	clear(b[:8])
-	b[0] = hdrAck
+	b[0], b[1] = hdrAck, a.flags
 	le.PutUint64(b[8:], a.srcReq)
 	le.PutUint64(b[16:], a.dstReq)
 	le.PutUint64(b[24:], a.offset)
@@ -176,7 +217,7 @@ func decodeAck(frag []byte) (ackHdr, error) {
 	if len(frag) != ackLen || frag[0] != hdrAck {
 		return ackHdr{}, fmt.Errorf("ACK of %d bytes, want %d", len(frag), ackLen)
 	}
-	a := ackHdr{le.Uint64(frag[8:]), le.Uint64(frag[16:]), le.Uint64(frag[24:]), le.Uint64(frag[32:])}
+	a := ackHdr{le.Uint64(frag[8:]), le.Uint64(frag[16:]), le.Uint64(frag[24:]), le.Uint64(frag[32:]), frag[1]}
 	if a.want > maxMsgLen || a.offset > maxMsgLen {
 		return a, fmt.Errorf("ACK for bytes [%d, %d): out of range", a.offset, a.want)
 	}

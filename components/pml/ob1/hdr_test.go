@@ -53,11 +53,29 @@ func TestRendezvousHeaderRoundTrip(t *testing.T) {
 	if err != nil || string(name) != "shm" || !bytes.Equal(d, desc) || got.typ != hdrRget || got.srcReq != 42 {
 		t.Errorf("RGET decoded as %+v, %q, %v, %v", got, name, d, err)
 	}
+
+	// Stamped: the stamp comes back, and what follows it is the payload.
+	h = putStamp(putRndv(b[:], hdrRget, 0, 0, 0, 1, 1<<20, 43), 1_700_000_000_123_456_789)
+	frag = append(append([]byte(nil), h...), rgetPayload(nil, "shm", desc)...)
+	got, rest, err = decodeMatch(frag)
+	if err != nil || got.stamp != 1_700_000_000_123_456_789 || got.srcReq != 43 {
+		t.Fatalf("stamped RGET decoded as %+v, %v", got, err)
+	}
+	if name, d, err := decodeRget(rest); err != nil || string(name) != "shm" || !bytes.Equal(d, desc) {
+		t.Errorf("stamped RGET's payload decoded as %q, %v, %v", name, d, err)
+	}
+	h = putStamp(putRndv(b[:], hdrPipe, 0, 0, 0, 2, 5, 44), 7)
+	if got, chunk, err := decodeMatch(append(append([]byte(nil), h...), 1, 2, 3)); err != nil || got.stamp != 7 || len(chunk) != 3 {
+		t.Errorf("stamped PIPE decoded as %+v, chunk %v, %v", got, chunk, err)
+	}
+	if _, _, err := decodeMatch(h[:rndvLen+stampLen-1]); err == nil {
+		t.Error("a stamped PIPE cut inside its stamp decoded")
+	}
 }
 
 func TestControlHeadersRoundTrip(t *testing.T) {
 	var b [maxHdr]byte
-	a := ackHdr{srcReq: 1, dstReq: 2, offset: 3, want: 1 << 33}
+	a := ackHdr{srcReq: 1, dstReq: 2, offset: 3, want: 1 << 33, flags: ackPipeline}
 	got, err := decodeAck(putAck(b[:], a))
 	if err != nil || got != a {
 		t.Errorf("ACK %+v decoded as %+v, %v", a, got, err)
@@ -114,12 +132,15 @@ func FuzzHeader(f *testing.F) {
 	f.Add(append([]byte(nil), putMatch(b[:], hdrMatch, 0, 1, 5, 3)...))
 	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRndv, 0, 1, 5, 0, 10, 9)...), 1, 2))
 	f.Add(append(append([]byte(nil), putRndv(b[:], hdrRget, 0, 1, 5, 0, 10, 9)...), rgetPayload(nil, "self", []byte{1})...))
-	f.Add(append([]byte(nil), putAck(b[:], ackHdr{1, 2, 3, 4})...))
+	f.Add(append([]byte(nil), putAck(b[:], ackHdr{1, 2, 3, 4, 0})...))
 	f.Add(append(append([]byte(nil), putFrag(b[:], fragHdr{1, 0})...), 5))
 	f.Add(append([]byte(nil), putFin(b[:], 7)...))
 	// A PIPE with its first chunk, then PFRAGs that fit, overrun, or name
 	// no message.
 	f.Add(append(append([]byte(nil), putRndv(b[:], hdrPipe, 0, 1, 5, 0, 20, 9)...), 1, 2, 3, 4))
+	// Stamped: a PIPE and an RGET in the sender's pipelined range.
+	f.Add(append(append([]byte(nil), putStamp(putRndv(b[:], hdrPipe, 0, 1, 5, 1, 20, 10), 1<<60)...), 1, 2, 3, 4))
+	f.Add(append(append([]byte(nil), putStamp(putRndv(b[:], hdrRget, 0, 1, 5, 1, 10, 11), 12345)...), rgetPayload(nil, "self", []byte{1})...))
 	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{9, 4})...), 5, 6, 7))
 	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{9, 18})...), 5, 6, 7))
 	f.Add(append(append([]byte(nil), putFragOf(b[:], hdrPFrag, fragHdr{77, 0})...), 5))
@@ -135,10 +156,17 @@ func FuzzHeader(f *testing.F) {
 			} else {
 				again = putRndv(hb[:], h.typ, h.ctx, int(h.src), int(h.tag), h.seq, int(h.msgLen), h.srcReq)
 			}
-			// Flags and padding are not kept.
+			stamped := h.typ != hdrMatch && h.typ != hdrRndv && frag[1]&flagStamp != 0
+			if stamped {
+				again = putStamp(again, h.stamp)
+			}
+			// Flags but the stamp's, and padding, are not kept.
 			got := append(append([]byte(nil), again...), rest...)
 			want := append([]byte(nil), frag...)
 			want[1] = 0
+			if stamped {
+				want[1] = flagStamp
+			}
 			want[14], want[15] = 0, 0
 			if !bytes.Equal(got, want) {
 				t.Errorf("%x re-encodes as %x", frag, got)

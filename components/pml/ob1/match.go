@@ -367,6 +367,12 @@ type action struct {
 	world  int
 	src    int
 	tag    int
+	// stamp is the sender's (RGET, PIPE in its pipelined range; 0: none);
+	// fresh: the header matched as it arrived, not from the unexpected
+	// queue (rdmaChoice.endToEnd).
+	stamp int64
+	fresh bool
+	seq   uint16
 }
 
 // matchIn matches one in-order header against the posted receives, or
@@ -406,7 +412,12 @@ func (m *module) matchIn(c *comm, src int, msg *inMsg, a *arrival, world int, ac
 		r.completeEager(src, tag, data)
 		return acts
 	}
-	return append(acts, action{r: r, typ: typ, msgLen: msgLen, srcReq: srcReq, data: data, world: world, src: src, tag: tag})
+	var stamp int64
+	if a != nil {
+		stamp = a.h.stamp
+	}
+	return append(acts, action{r: r, typ: typ, msgLen: msgLen, srcReq: srcReq, data: data, world: world, src: src, tag: tag,
+		stamp: stamp, fresh: a != nil, seq: c.peers[src].expected})
 }
 
 // tagMatches says whether a receive for want takes a message with tag got:

@@ -34,6 +34,7 @@ func newTestModule(t testing.TB, size int) (*module, *pml.Comm) {
 		llpOf: make([]llp.Module, size), lost: make([]atomic.Bool, size),
 		sends: map[uint64]*sendReq{}, recvs: map[uint64]*recvReq{}, orphans: map[uint16][]*inMsg{},
 		pipeline: 1, bml: new(btl.BML),
+		rdma: newRDMAChoice(true, time.Second, size), offers: make([]atomic.Pointer[pipeOffers], size),
 	}
 	empty := []*comm{}
 	m.comms.Store(&empty)

@@ -18,7 +18,10 @@
 //     PFRAGs of the max send size back to back, without waiting for the
 //     receiver; it completes once the transport has it all. The receiver
 //     places the PFRAGs by (sender, request) into the matched receive, or
-//     holds them while the message is unexpected.
+//     holds them while the message is unexpected. With
+//     pml_ob1_rdma_choice=measured and an RDMA route, the sender pipelines
+//     only while the receiver says fragments are the cheaper (rdmachoice.go):
+//     otherwise it offers an RGET, which the receiver takes as it measures.
 //   - Rendezvous: otherwise (and always in synchronous mode) the sender sends
 //     RNDV with a first chunk and waits for the receiver's ACK, which comes
 //     after the receive matched and says which bytes it still wants; the rest
@@ -26,8 +29,10 @@
 //   - RGET: a message above the eager limit, when the peer's route offers
 //     RDMA Get, goes as RGET carrying a description of the sender's buffer;
 //     the receiver reads it with one copy straight into the receive buffer
-//     and sends FIN. If its Get fails with btl.ErrNoRDMA it sends an ACK
-//     instead, and the rendezvous continues with FRAGs.
+//     and sends FIN, or (pml_ob1_rdma_choice=measured, where fragments
+//     measured faster) answers with an ACK and takes FRAGs. If its Get fails
+//     with btl.ErrNoRDMA it sends an ACK instead, and the rendezvous
+//     continues with FRAGs.
 //
 // # Matching (receiver side, match.go)
 //
@@ -101,7 +106,9 @@ func (c *Component) Register(r *mca.Registrar) {
 		Help: "How a receiver takes a message the sender offers by RDMA Get: always (reads the sender's buffer, one copy) or " +
 			"measured (times that and asking for fragments, per peer and power-of-two size, and takes the faster; the other " +
 			"is tried again now and then, pml_ob1_rdma_retry_ms). Which wins depends on where the two processes run: on 2 cores near " +
-			"each other fragments took half the time from 32 KiB up, far apart twice the time, on one core longer"})
+			"each other fragments took half the time from 32 KiB up, far apart twice the time, on one core longer. With measured, " +
+			"messages up to the BTL's pipeline limit (btl_shm_pipeline_limit) go pipelined only while the receiver measures " +
+			"fragments the faster, timed from the sender's stamp; with always, they always do"})
 	c.rdmaRetry = r.Add(params.Def{Name: "pml_ob1_rdma_retry_ms", Type: params.Uint, Level: 6, Default: "100",
 		Help: "With pml_ob1_rdma_choice=measured, the longest the slower way goes untried: a receive tries it after 1 ms, " +
 			"then after twice as long each time it is still the slower, up to this (milliseconds, 1 to 60000). A trial is " +
@@ -124,7 +131,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		return 0, nil, mpierr.Errorf(mpierr.ErrUnsupportedParam, "pml_ob1_rdma_retry_ms = %d: accepted: 1 to 60000", retry)
 	}
 	m := &module{
-		rdma:     newRDMAChoice(b.Get(c.rdmaChoice).Int() == rdmaMeasured, time.Duration(retry)*time.Millisecond),
+		rdma:     newRDMAChoice(b.Get(c.rdmaChoice).Int() == rdmaMeasured, time.Duration(retry)*time.Millisecond, job.Size),
 		base:     b,
 		log:      b.Logger("pml").Named("ob1"),
 		bml:      env.BML,
@@ -140,6 +147,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		peekBTL:  make([]btlPeek, job.Size),
 		unpeeked: make([][]btl.Module, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
+		offers:   make([]atomic.Pointer[pipeOffers], job.Size),
 		sends:    map[uint64]*sendReq{},
 		recvs:    map[uint64]*recvReq{},
 		quietIDs: map[uint64]struct{}{},
@@ -279,6 +287,9 @@ type module struct {
 	// pipeLim is each world rank's first route's PipelineLimit: the
 	// largest PIPE a peer may send us (its own parameters are the job's).
 	pipeLim []int
+	// offers is, per world rank, what its answers to RGET offers in the
+	// pipelined range said (rdmachoice.go); nil until one came.
+	offers []atomic.Pointer[pipeOffers]
 
 	// Queued work, pushed by Progress: control messages that found no
 	// room, rendezvous sends with fragments to push, peers whose queue holds

@@ -339,3 +339,96 @@ func TestBadRDMAChoiceParameters(t *testing.T) {
 		})
 	}
 }
+
+// In the pipelined range the sender follows the receiver's measure
+// (rdmachoice.go): where the receiver's Get is slow it takes fragments, and
+// the sender pipelines runs of messages with an RDMA Get offer between
+// them, so that the receiver can look again; where fragments are slow the
+// receiver reads, and the sender offers every message but the run of
+// PIPEs that is the receiver's first trial of fragments. With pml_ob1_rdma_choice=always every
+// message in the range goes pipelined, as before the choice. Every byte
+// arrives either way.
+func TestPipelinedFollowsTheReceiversChoice(t *testing.T) {
+	const n, count = 12000, 1000
+	for _, c := range []struct {
+		name string
+		mca  []string
+		// check the sender's counters: pipelined messages and RGET offers.
+		check func(piped, offered uint64) error
+	}{
+		{"get slow", []string{"btl_tloop_get", "slow"}, func(piped, offered uint64) error {
+			if piped < count*3/4 || offered < count/ob1.PipeRun {
+				return fmt.Errorf("%d pipelined, %d offered: want most pipelined, and an offer at least every %d", piped, offered, ob1.PipeRun)
+			}
+			return nil
+		}},
+		{"fragments slow", []string{"btl_tloop_slow_payload", "8k", "pml_ob1_rdma_retry_ms", "60000"}, func(piped, offered uint64) error {
+			// The first trial of fragments is a run of PIPEs; the next
+			// would come after a wait longer than the test (the retry).
+			// A second run is allowed: two slow Gets of the last four (a
+			// collection, goroutine ranks sharing the cores) can make
+			// fragments look the cheaper for a run.
+			if piped > 2*ob1.PipeRun || offered < count-2*ob1.PipeRun {
+				return fmt.Errorf("%d pipelined, %d offered: want all offered but one or two runs of %d", piped, offered, ob1.PipeRun-1)
+			}
+			return nil
+		}},
+		{"always", []string{"pml_ob1_rdma_choice", "always"}, func(piped, offered uint64) error {
+			if piped != count || offered != 0 {
+				return fmt.Errorf("%d pipelined, %d offered: want all pipelined", piped, offered)
+			}
+			return nil
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := []mpitest.Option{mpitest.WithMCA("btl", "self,tloop"), mpitest.WithMCA("btl_tloop_enable", "1"),
+				mpitest.WithMCA("btl_tloop_pipeline_limit", "64k")}
+			for i := 0; i < len(c.mca); i += 2 {
+				opts = append(opts, mpitest.WithMCA(c.mca[i], c.mca[i+1]))
+			}
+			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				buf, ack := make([]byte, n), make([]byte, 1)
+				before := r.PMLStats()
+				for i := 0; i < count; i++ {
+					if w.Rank() == 0 {
+						for k := range buf {
+							buf[k] = byte(k*7 + i)
+						}
+						if err := w.Send(buf, 1, i); err != nil {
+							return err
+						}
+						if _, err := w.Recv(ack, 1, i); err != nil {
+							return err
+						}
+						continue
+					}
+					if _, err := w.Recv(buf, 0, i); err != nil {
+						return err
+					}
+					for k := range buf {
+						if buf[k] != byte(k*7+i) {
+							return fmt.Errorf("message %d: byte %d is %d, want %d", i, k, buf[k], byte(k*7+i))
+						}
+					}
+					if err := w.Send(ack, 0, i); err != nil {
+						return err
+					}
+				}
+				if w.Rank() != 0 {
+					return nil
+				}
+				after := r.PMLStats()
+				piped, offered := after.Pipelined-before.Pipelined, after.RGet-before.RGet
+				t.Logf("%d pipelined, %d offered, %d taken by fragments", piped, offered, after.RGetFallbacks-before.RGetFallbacks)
+				if piped+offered != count {
+					return fmt.Errorf("%d pipelined and %d offered of %d messages", piped, offered, count)
+				}
+				if raceEnabled && c.name != "always" {
+					return nil // the choice measures the scheduler here (raceEnabled)
+				}
+				return c.check(piped, offered)
+			}, opts...)
+		})
+	}
+}

@@ -84,6 +84,9 @@ func (m *module) onPipe(src int, h *matchHdr, first int) bool {
 // holds the first chunk already; it completes r when every byte is there.
 func (m *module) pipeMatched(r *recvReq, world int, id uint64, first int) {
 	if first >= r.msgLen {
+		if r.stamp != 0 {
+			m.endToEnd(r, byFragments)
+		}
 		r.finish(nil)
 		return
 	}
@@ -175,6 +178,9 @@ func (m *module) pipeDone(k pipeKey, r *recvReq) {
 		p.r = nil
 		m.pipePool.put(p)
 	}
+	if r.stamp != 0 {
+		m.endToEnd(r, byFragments)
+	}
 	r.finish(nil)
 }
 
@@ -231,7 +237,8 @@ func (m *module) takeRndvInPlace(c *comm, src, tag int, buf []byte, bp btlPeek, 
 	p.expected++
 	c.mu.Unlock()
 	r := m.newRecv(c, buf, src, tag, true)
-	a := action{r: r, typ: h.typ, msgLen: int(h.msgLen), srcReq: h.srcReq, world: w, src: src, tag: int(h.tag)}
+	a := action{r: r, typ: h.typ, msgLen: int(h.msgLen), srcReq: h.srcReq, world: w, src: src, tag: int(h.tag),
+		stamp: h.stamp, fresh: true, seq: h.seq}
 	if h.typ == hdrPipe {
 		// The first chunk goes straight from the ring into the buffer.
 		r.world, r.msgLen = w, a.msgLen
@@ -242,6 +249,7 @@ func (m *module) takeRndvInPlace(c *comm, src, tag int, buf []byte, bp btlPeek, 
 		}
 		copy(r.buf[:r.want], data)
 		first := len(data)
+		r.stamp, r.fresh, r.seq = h.stamp, true, h.seq
 		bp.p.Done(bp.ep, true)
 		m.pipeMatched(r, w, h.srcReq, first)
 	} else {

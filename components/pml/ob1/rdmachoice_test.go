@@ -14,7 +14,7 @@ import (
 func TestRDMAChoiceTriesBothAndKeepsTheFaster(t *testing.T) {
 	const retry = 20 * time.Millisecond
 	const n = 1 << 20
-	c := newRDMAChoice(true, retry)
+	c := newRDMAChoice(true, retry, 8)
 	now := time.Millisecond
 	// trials bounds the receives the slower way takes over span: a burst
 	// per doubling of the wait from minRetry to retry, then one per retry.
@@ -25,7 +25,7 @@ func TestRDMAChoiceTriesBothAndKeepsTheFaster(t *testing.T) {
 	// (transfers one after another), and counts the ways.
 	run := func(span, get, frag time.Duration) (ways [2]int, first []int) {
 		for end := now + span; now < end; {
-			w := c.way(3, n, now)
+			w := c.way(3, n, false, now)
 			d := get
 			if w == byFragments {
 				d = frag
@@ -59,12 +59,12 @@ func TestRDMAChoiceTriesBothAndKeepsTheFaster(t *testing.T) {
 	}
 	// One slow transfer by fragments (a busy sender) does not turn the
 	// choice: the median of the last few outvotes it.
-	if w := c.way(3, n, now); w != byFragments {
+	if w := c.way(3, n, false, now); w != byFragments {
 		t.Fatalf("way %d, want fragments", w)
 	}
 	c.note(3, n, byFragments, now, now+400*time.Microsecond)
 	now += 401 * time.Microsecond
-	if w := c.way(3, n, now); w != byFragments {
+	if w := c.way(3, n, false, now); w != byFragments {
 		t.Fatalf("one slow transfer by fragments turned the choice to way %d", w)
 	}
 	c.note(3, n, byFragments, now, now+38*time.Microsecond)
@@ -77,10 +77,10 @@ func TestRDMAChoiceTriesBothAndKeepsTheFaster(t *testing.T) {
 			ways[byFragments], ways[byGet]+ways[byFragments], trials(time.Second))
 	}
 	// Other peers and other sizes have estimates of their own.
-	if w := c.way(4, n, now); w != byGet {
+	if w := c.way(4, n, false, now); w != byGet {
 		t.Fatalf("a new peer's first receive took way %d, want Get (its trial)", w)
 	}
-	if w := c.way(3, 64<<10, now); w != byGet {
+	if w := c.way(3, 64<<10, false, now); w != byGet {
 		t.Fatalf("a new size class's first receive took way %d, want Get (its trial)", w)
 	}
 }
@@ -90,12 +90,12 @@ func TestRDMAChoiceTriesBothAndKeepsTheFaster(t *testing.T) {
 // first looked slow and the rest free. They are timed together: one sample
 // from the first start to the last end, over all their bytes.
 func TestRDMAChoiceTimesFragmentsInFlightTogether(t *testing.T) {
-	c := newRDMAChoice(true, time.Second)
+	c := newRDMAChoice(true, time.Second, 8)
 	const n = 1 << 20
 	now := time.Millisecond
 	// Trials: Get at 70 µs, fragments at 38, one at a time.
 	for i := 0; i < 2*trialBurst; i++ {
-		w := c.way(1, n, now)
+		w := c.way(1, n, false, now)
 		d := map[int]time.Duration{byGet: 70 * time.Microsecond, byFragments: 38 * time.Microsecond}[w]
 		c.note(1, n, w, now, now+d)
 		now += d
@@ -107,7 +107,7 @@ func TestRDMAChoiceTimesFragmentsInFlightTogether(t *testing.T) {
 	for round := 0; frags < costSamples*8 && round < 100; round++ {
 		k := 0
 		for i := 0; i < 8; i++ {
-			if w := c.way(1, n, now); w == byGet {
+			if w := c.way(1, n, false, now); w == byGet {
 				c.note(1, n, byGet, now, now+70*time.Microsecond)
 				now += 70 * time.Microsecond
 				continue
@@ -127,16 +127,16 @@ func TestRDMAChoiceTimesFragmentsInFlightTogether(t *testing.T) {
 	if want := 150e3 * 1024 / float64(n); got < 0.95*want || got > 1.5*want {
 		t.Fatalf("fragments cost %.1f ns/KiB after windows of eight, want about %.1f (150 µs a message)", got, want)
 	}
-	if w := c.way(1, n, now); w != byGet {
+	if w := c.way(1, n, false, now); w != byGet {
 		t.Fatalf("way %d after the windows showed fragments slower, want Get", w)
 	}
 }
 
 // With pml_ob1_rdma_choice=always, every receive takes Get.
 func TestRDMAChoiceAlways(t *testing.T) {
-	c := newRDMAChoice(false, time.Millisecond)
+	c := newRDMAChoice(false, time.Millisecond, 8)
 	for i := 0; i < 3*trialBurst; i++ {
-		if w := c.way(0, 1<<20, time.Duration(i+1)*time.Second); w != byGet {
+		if w := c.way(0, 1<<20, false, time.Duration(i+1)*time.Second); w != byGet {
 			t.Fatalf("receive %d took way %d with the choice off", i, w)
 		}
 		c.note(0, 1<<20, byGet, 0, time.Hour)
@@ -149,11 +149,11 @@ func TestRDMAChoiceAlways(t *testing.T) {
 func TestRDMAChoiceTrialsWithinBudget(t *testing.T) {
 	const n = 4 << 20
 	for _, span := range []time.Duration{60 * time.Millisecond, 2 * time.Second} {
-		c := newRDMAChoice(true, 100*time.Millisecond)
+		c := newRDMAChoice(true, 100*time.Millisecond, 8)
 		now := time.Millisecond
 		var slow time.Duration
 		for end := now + span; now < end; {
-			w := c.way(5, n, now)
+			w := c.way(5, n, false, now)
 			d := 300 * time.Microsecond
 			if w == byFragments {
 				d = 600 * time.Microsecond
@@ -176,15 +176,182 @@ func TestRDMAChoiceTrialsWithinBudget(t *testing.T) {
 // in flight: counted as a transfer by fragments that never ends, it held
 // every later one's timing open for a second.
 func TestRDMAChoiceNothingToMove(t *testing.T) {
-	c := newRDMAChoice(true, time.Second)
+	c := newRDMAChoice(true, time.Second, 8)
 	now := time.Millisecond
 	for i := 0; i < 3*trialBurst; i++ {
-		if w := c.way(2, 0, now); w != byGet {
+		if w := c.way(2, 0, false, now); w != byGet {
 			t.Fatalf("receive %d of nothing took way %d, want Get", i, w)
 		}
 		now += time.Microsecond
 	}
 	if p := c.peer(2); p.inFlight != 0 {
 		t.Fatalf("%d transfers by fragments in flight after receives of nothing", p.inFlight)
+	}
+}
+
+// In the sender's pipelined range both ways are timed from the sender's
+// stamp, or from when the message before it (on its communicator, stamped
+// too) was received if that is later (endToEnd): in a window, a message
+// counts for what it added to the stream, not for its whole wait. A trial of fragments there is one choice (the run of
+// PIPEs it starts are its samples), not a burst; and the waits between
+// trials count a run's cost: fragments 10 µs slower a transfer cost a run
+// of 256 PIPEs 2.56 ms, so the first retry comes after 2.56 ms / 3 %.
+func TestRDMAChoicePipelinedRange(t *testing.T) {
+	const n = 16 << 10
+	c := newRDMAChoice(true, 100*time.Millisecond, 8)
+	now := time.Millisecond
+	wall := int64(1e18) // the wall clock, ns; the tests keep it in step with now
+	var seq uint16      // the messages' sequence numbers on communicator 3
+	// recv receives one message the sender began at the wall clock's now,
+	// taking d by the way the receiver chooses (want) or the sender's PIPE
+	// (pipe), and reports the choice.
+	recv := func(pipe bool, d time.Duration) int {
+		t.Helper()
+		w := byFragments
+		if !pipe {
+			w = c.way(1, n, true, now)
+		}
+		stamp := wall
+		now += d
+		wall += int64(d)
+		seq++
+		c.endToEnd(1, n, w, stamp, wall, true, 3, seq, now)
+		now += time.Microsecond
+		wall += int64(time.Microsecond)
+		return w
+	}
+	take := func(want int, d time.Duration) {
+		t.Helper()
+		if w := recv(false, d); w != want {
+			t.Fatalf("at %v: way %d, want %d", now, w, want)
+		}
+	}
+	for range trialBurst {
+		take(byGet, 3*time.Microsecond)
+	}
+	take(byFragments, 5*time.Microsecond) // the trial: an ACK, then a run
+	// No burst: the trial's ACK is not timed (a PIPE does not pay its round
+	// trip), and with no sample of fragments yet the offer goes to Get.
+	for range pipeRun - 2 {
+		recv(true, 1200*time.Nanosecond)
+	}
+	take(byFragments, 1900*time.Nanosecond)
+
+	// A window: the sender begins all its messages at once, and each is
+	// received 0.5 µs after the one before: each counts for 0.5 µs (what
+	// it added to the stream), not for its whole wait. 0.5 µs is cheaper
+	// than the PIPEs' 1.2 µs alone, and the estimate (a median) shows it.
+	stamp := wall
+	for range 8 {
+		now += 500 * time.Nanosecond
+		wall += int64(500 * time.Nanosecond)
+		seq++
+		c.endToEnd(1, n, byFragments, stamp, wall, true, 3, seq, now)
+	}
+	if got := c.peer(1).class(n).ways[byFragments].estimate() * n / 1024; got != 500 {
+		t.Fatalf("fragments after a window: %.0f ns a message, want 500", got)
+	}
+	take(byFragments, 1900*time.Nanosecond)
+	// A message that waited unexpected (not fresh), one whose predecessor
+	// was not stamped (a gap in the sequence), one on another
+	// communicator: none counts, slow as they are.
+	seq++
+	c.endToEnd(1, n, byFragments, wall, wall+int64(time.Millisecond), false, 3, seq, now)
+	seq += 2
+	c.endToEnd(1, n, byFragments, wall+int64(2*time.Millisecond), wall+int64(3*time.Millisecond), true, 3, seq, now)
+	seq++
+	c.endToEnd(1, n, byFragments, wall+int64(4*time.Millisecond), wall+int64(5*time.Millisecond), true, 4, seq, now)
+	wall += int64(6 * time.Millisecond)
+	if got := c.peer(1).class(n).ways[byFragments].estimate() * n / 1024; got > 1200 {
+		t.Fatalf("fragments after three messages that do not count: %.0f ns a message, want at most 1200", got)
+	}
+	take(byFragments, 1900*time.Nanosecond)
+
+	// The other way round: fragments 10 µs slower. A trial of them costs a
+	// run, so the next comes after pipeRun × 10 µs / trialBudget.
+	c = newRDMAChoice(true, 10*time.Second, 8)
+	now = time.Millisecond
+	for range trialBurst {
+		take(byGet, 3*time.Microsecond)
+	}
+	take(byFragments, 13*time.Microsecond)
+	for range pipeRun - 2 {
+		recv(true, 13*time.Microsecond)
+	}
+	take(byGet, 3*time.Microsecond)
+	floor := time.Duration(pipeRun) * 10 * time.Microsecond * 100 / time.Duration(trialBudget*100)
+	for end := now + floor/2; now < end; {
+		take(byGet, 3*time.Microsecond)
+	}
+	now += floor/2 + time.Millisecond
+	take(byFragments, 13*time.Microsecond)
+}
+
+// A sender in its pipelined range: after an answer of fragments, a run of
+// pipeRun-1 PIPEs and then an offer; after any other answer, or none yet,
+// an offer for every message. Size classes are apart.
+func TestPipeOffers(t *testing.T) {
+	const n = 16 << 10
+	var o pipeOffers
+	offer := func(what string) uint32 {
+		t.Helper()
+		pipe, stamp, k := o.next(n)
+		if pipe || !stamp || k == 0 {
+			t.Fatalf("%s: pipelined %v, stamped %v, offer %d; want a stamped, numbered offer", what, pipe, stamp, k)
+		}
+		return k
+	}
+	// A window of three offers: the receiver takes the first by Get, tries
+	// fragments on the second, and takes the third by Get again. The
+	// third's FIN, an answer to an offer made before the run began, must
+	// not end the run the second's ACK asked for.
+	first := offer("nothing heard")
+	second := offer("nothing heard yet, a second message")
+	third := offer("nothing heard yet, a third message")
+	o.heard(n, first, false)
+	o.heard(n, second, true)
+	o.heard(n, third, false)
+	stamped, want := 0, 0
+	for i := 1; i < pipeRun; i++ {
+		pipe, stamp, k := o.next(n)
+		if !pipe || k != 0 {
+			t.Fatalf("message %d after an answer of fragments offered, want a run of %d PIPEs", i, pipeRun-1)
+		}
+		if stamp {
+			stamped++
+		}
+		if (pipeRun-i)%pipeStampEvery <= 1 {
+			want++
+		}
+		if i == 1 {
+			if pipe, _, _ := o.next(2 * n); pipe {
+				t.Fatal("another size class pipelined on this one's answer")
+			}
+		}
+	}
+	if stamped != want {
+		t.Fatalf("%d PIPEs of a run of %d stamped, want %d (in pairs)", stamped, pipeRun-1, want)
+	}
+	last := offer("the run's end")
+	// Until the offer's answer comes, PIPEs again, unstamped.
+	for i := 0; i < 3; i++ {
+		if pipe, stamp, _ := o.next(n); !pipe || stamp {
+			t.Fatalf("message %d while the offer's answer is coming: pipelined %v, stamped %v; want an unstamped PIPE", i, pipe, stamp)
+		}
+	}
+	o.heard(n, last, false)
+	for i := 0; i < 3; i++ {
+		if pipe, _, _ := o.next(n); pipe {
+			t.Fatal("after an answer of Get: pipelined, want an offer")
+		}
+	}
+	o.heard(n, 0, true) // a synchronous send's answer: no offer of the run
+	if pipe, _, _ := o.next(n); pipe {
+		t.Fatal("an answer to a message that was no offer started a run")
+	}
+	// trialBurst offers unanswered (the four above): the next messages go
+	// as PIPEs, unstamped, until an answer comes.
+	if pipe, stamp, _ := o.next(n); !pipe || stamp {
+		t.Fatalf("with %d offers unanswered: pipelined %v, stamped %v; want an unstamped PIPE", trialBurst, pipe, stamp)
 	}
 }

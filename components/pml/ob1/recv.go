@@ -26,8 +26,13 @@ type recvReq struct {
 	prev, next *recvReq
 
 	// fragsFrom is when this receive, offered an RGET, asked for fragments
-	// instead (rdmaChoice's clock); 0 for the others.
+	// instead (rdmaChoice's clock); 0 for the others, and for messages in
+	// the sender's pipelined range, which are timed from the sender's
+	// stamp (0: none) instead. fresh: matched as it arrived.
 	fragsFrom time.Duration
+	stamp     int64
+	fresh     bool
+	seq       uint16 // the message's sequence number, with a stamp
 
 	// Rendezvous state, once matched. id names the request in FRAGs; got
 	// counts the bytes placed, want the bytes to place (the message's
@@ -189,6 +194,7 @@ func (m *module) runAction(a *action) {
 	if a.msgLen > len(r.buf) {
 		r.st.Err = truncErr(a.msgLen, len(r.buf), a.src, a.tag)
 	}
+	r.stamp, r.fresh, r.seq = a.stamp, a.fresh, a.seq
 	if a.typ == hdrPipe {
 		// The first chunk is here; the rest comes unasked (pipe.go).
 		copy(r.buf[:r.want], a.data)
@@ -196,16 +202,36 @@ func (m *module) runAction(a *action) {
 		return
 	}
 	if a.typ == hdrRget {
-		now := m.rdma.now()
-		if m.useRDMA && m.rdma.way(a.world, r.want, now) == byFragments {
-			r.fragsFrom = now
-			m.askRest(r, a.srcReq, 0)
+		if !m.useRDMA {
+			m.askRest(r, a.srcReq, 0, 0)
+			return
+		}
+		var now time.Duration // the clock only where the choice is measured
+		if m.rdma.measured {
+			now = m.rdma.now()
+		}
+		pipelined := a.msgLen <= m.pipeLim[a.world]
+		if m.rdma.way(a.world, r.want, pipelined, now) == byFragments {
+			if !pipelined {
+				r.fragsFrom = now
+				m.askRest(r, a.srcReq, 0, 0)
+				return
+			}
+			// The sender's PIPEs are what fragments cost here; this one,
+			// asked by ACK, pays a round trip more and is not timed.
+			r.fresh = false
+			m.askRest(r, a.srcReq, 0, ackPipeline)
 			return
 		}
 		name, desc, _ := decodeRget(a.data) // checked at arrival
 		err := m.get(a.world, name, desc, r.buf[:r.want])
 		if err == nil {
-			m.rdma.note(a.world, r.want, byGet, now, m.rdma.now())
+			switch {
+			case r.stamp != 0:
+				m.endToEnd(r, byGet)
+			case m.rdma.measured && !pipelined:
+				m.rdma.note(a.world, r.want, byGet, now, m.rdma.now())
+			}
 			// The header in r's scratch space: a local array would escape
 			// into the transport's interface call, an allocation per RGET.
 			m.sendCtl(a.world, hdrFin, putFin(r.scratch[:], a.srcReq))
@@ -224,21 +250,23 @@ func (m *module) runAction(a *action) {
 		if m.log.V(mca.VerboseTrace) {
 			m.log.Log(mca.VerboseTrace, "RDMA get refused; asking for fragments", "peer", a.world, "bytes", r.want, "error", err)
 		}
-		m.askRest(r, a.srcReq, 0)
+		// Fragments are the only way from this sender: in its pipelined
+		// range, a PIPE saves the round trip.
+		m.askRest(r, a.srcReq, 0, ackPipeline)
 		return
 	}
 	// RNDV: the first chunk is here.
 	n := copy(r.buf[:r.want], a.data)
 	r.got.Store(int64(n))
-	m.askRest(r, a.srcReq, len(a.data))
+	m.askRest(r, a.srcReq, len(a.data), 0)
 }
 
-// askRest sends the ACK that asks for bytes [from, want); when there are
-// none, it releases the sender and completes the receive.
-func (m *module) askRest(r *recvReq, srcReq uint64, from int) {
+// askRest sends the ACK that asks for bytes [from, want), with flags; when
+// there are none, it releases the sender and completes the receive.
+func (m *module) askRest(r *recvReq, srcReq uint64, from int, flags byte) {
 	var b [ackLen]byte
 	if from >= r.want {
-		m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, offset: uint64(from), want: uint64(r.want)}))
+		m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, offset: uint64(from), want: uint64(r.want), flags: flags}))
 		r.finish(nil)
 		return
 	}
@@ -256,7 +284,7 @@ func (m *module) askRest(r *recvReq, srcReq uint64, from int) {
 		}
 		return
 	}
-	m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, dstReq: r.id, offset: uint64(from), want: uint64(r.want)}))
+	m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, dstReq: r.id, offset: uint64(from), want: uint64(r.want), flags: flags}))
 }
 
 // get reads a sender's exposed buffer through the RDMA route of the named
@@ -330,11 +358,24 @@ func (m *module) fragArrived(r *recvReq, f fragHdr, n int) {
 	delete(m.recvs, f.dstReq)
 	m.reqMu.Unlock()
 	if mine {
-		if r.fragsFrom != 0 {
+		switch {
+		case r.fragsFrom != 0:
 			m.rdma.note(r.world, r.want, byFragments, r.fragsFrom, m.rdma.now())
+		case r.stamp != 0:
+			m.endToEnd(r, byFragments)
 		}
 		r.finish(nil)
 	}
+}
+
+// endToEnd records r, a message in its sender's pipelined range that
+// carried a stamp, as received by way now (rdmaChoice.endToEnd).
+func (m *module) endToEnd(r *recvReq, way int) {
+	if !m.rdma.measured {
+		return
+	}
+	t := time.Now()
+	m.rdma.endToEnd(r.world, r.want, way, r.stamp, t.UnixNano(), r.fresh, r.c.cid, r.seq, m.rdma.at(t))
 }
 
 // fragSteer lets stream transports (tcp) read a large FRAG's payload

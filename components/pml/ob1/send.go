@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/gompi/gompi/frameworks/btl"
 	"github.com/gompi/gompi/frameworks/llp"
@@ -32,6 +33,11 @@ type sendReq struct {
 	// rgetBuf holds rget when it fits (a BTL name and a CMA description
 	// do), saving an allocation per message.
 	rgetBuf [48]byte
+	// stamp is when the send began (wall clock, ns), for a PIPE or RGET in
+	// the pipelined range whose receiver measures (rdmachoice.go); else 0.
+	// offer numbers an RGET offered there (pipeOffers); else 0.
+	stamp int64
+	offer uint32
 
 	// After the ACK: bytes [off, want) go as FRAGs to dstReq. Only one
 	// goroutine at a time pushes a request's fragments (the ACK callback,
@@ -234,12 +240,18 @@ func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mod
 	r.Init(m.eng, nil)
 	route := &m.bml.Peer(w).Send[0]
 	n := len(buf)
+	pipe, stamp := true, false
+	if mode != pml.Synchronous && n > route.Attr.EagerLimit-matchLen && n <= route.Attr.PipelineLimit {
+		pipe, stamp, r.offer = m.pipelined(w, n)
+	}
 	switch {
 	case mode != pml.Synchronous && n <= route.Attr.EagerLimit-matchLen:
 		r.proto = hdrMatch
-	case mode != pml.Synchronous && n <= route.Attr.PipelineLimit:
+	case mode != pml.Synchronous && n <= route.Attr.PipelineLimit && pipe:
 		// Eager in several fragments (pipe.go); the number names it in
-		// its PFRAGs, and no table holds it: no answer comes.
+		// its PFRAGs, and no table holds it: no answer comes. Otherwise
+		// an RGET offer, which the receiver answers with its choice
+		// (rdmachoice.go).
 		r.proto = hdrPipe
 		r.dstReq = m.pipeID.Add(1)
 	case n > route.Attr.EagerLimit-rndvLen && m.useRDMA:
@@ -251,12 +263,15 @@ func (m *module) newSend(c *comm, sp *sendPeer, buf []byte, dst, w, tag int, mod
 			} else {
 				p = rgetPayload(r.rgetBuf[:0], rd.Attr.Name, rd.Module.(btl.RDMA).Expose(buf))
 			}
-			if rndvLen+len(p) <= route.Attr.EagerLimit {
+			if rndvLen+stampLen+len(p) <= route.Attr.EagerLimit {
 				r.proto, r.rget = hdrRget, p
 			}
 		}
 	default:
 		r.proto = hdrRndv
+	}
+	if (stamp || (r.proto == hdrRget && mode == pml.Synchronous)) && n <= route.Attr.PipelineLimit && m.rdma.measured {
+		r.stamp = time.Now().UnixNano()
 	}
 	if r.proto != hdrMatch && r.proto != hdrPipe {
 		m.reqMu.Lock()
@@ -365,8 +380,12 @@ func (m *module) first(r *sendReq) bool {
 			return true
 		}
 	case hdrPipe:
-		chunk := min(len(r.buf), route.Attr.MaxSendSize-rndvLen)
-		err = route.Module.Send(route.EP, tagOf(hdrPipe), putRndv(hb, hdrPipe, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.dstReq), r.buf[:chunk])
+		h := putRndv(hb, hdrPipe, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.dstReq)
+		if r.stamp != 0 {
+			h = putStamp(h, r.stamp)
+		}
+		chunk := min(len(r.buf), route.Attr.MaxSendSize-len(h))
+		err = route.Module.Send(route.EP, tagOf(hdrPipe), h, r.buf[:chunk])
 		if err == nil {
 			m.nPipe.Add(1)
 			r.firstSent.Store(true)
@@ -375,7 +394,11 @@ func (m *module) first(r *sendReq) bool {
 			return true
 		}
 	case hdrRget:
-		err = route.Module.Send(route.EP, tagOf(hdrRget), putRndv(hb, hdrRget, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.rget)
+		h := putRndv(hb, hdrRget, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id)
+		if r.stamp != 0 {
+			h = putStamp(h, r.stamp)
+		}
+		err = route.Module.Send(route.EP, tagOf(hdrRget), h, r.rget)
 		if err == nil {
 			m.nRget.Add(1)
 		}
@@ -458,6 +481,9 @@ func (m *module) onAck(src int, frag []byte) {
 	}
 	if r.proto == hdrRget {
 		m.nRgetFallbacks.Add(1)
+		if r.offer != 0 {
+			m.heard(src, len(r.buf), r.offer, a.flags&ackPipeline != 0)
+		}
 	}
 	r.dstReq, r.off, r.want = a.dstReq, int(a.offset), int(a.want)
 	if _, finished := m.pushStream(r); !finished {
@@ -476,6 +502,9 @@ func (m *module) onFin(src int, frag []byte) {
 		return
 	}
 	if r := m.lookupSend(src, id, "FIN"); r != nil && m.unregister(r) {
+		if r.offer != 0 {
+			m.heard(src, len(r.buf), r.offer, false)
+		}
 		// Out of the table, its buffer read: nothing of ob1 refers to r any
 		// more, so its Wait may recycle it (a fresh request per RGET cost
 		// the allocator and the page faults of a growing heap more than

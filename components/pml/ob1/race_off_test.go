@@ -1,0 +1,5 @@
+//go:build !race
+
+package ob1_test
+
+const raceEnabled = false
