@@ -267,7 +267,7 @@ const trialBudget = 0.03
 // minRetry, or longer where a trial of the slower way costs more than
 // trialBudget of the wait (4 MiB far apart: 4 × 300 µs more by fragments,
 // so 40 ms), but never above retry. A trial is a burst of trialBurst
-// transfers; of fragments in the pipelined range, a run of pipeRun.
+// transfers; of fragments in the pipelined range, a run of pipeTrialRun.
 func (c *rdmaChoice) floor(cc *classChoice, n int, pipelined bool) time.Duration {
 	get, frag := &cc.ways[byGet], &cc.ways[byFragments]
 	if !get.measured() || !frag.measured() {
@@ -275,7 +275,7 @@ func (c *rdmaChoice) floor(cc *classChoice, n int, pipelined bool) time.Duration
 	}
 	trial := trialBurst
 	if pipelined && frag.estimate() > get.estimate() {
-		trial = pipeRun
+		trial = pipeTrialRun
 	}
 	extra := math.Abs(get.estimate()-frag.estimate()) * float64(n) / 1024 // ns more per transfer
 	return min(max(minRetry, time.Duration(float64(trial)*extra/trialBudget)), c.retry)
@@ -342,15 +342,21 @@ func (c *rdmaChoice) peer(world int) *peerCosts {
 // offers an RGET and stamps it, and the receiver answers with its choice:
 // a FIN when it read the buffer, an ACK with ackPipeline when it takes
 // fragments (its choice, or a trial of them). After such an ACK the sender
-// sends pipeRun-1 stamped PIPEs and offers again; after a FIN it offers
-// every message of the class.
+// sends a run of PIPEs, some stamped, and offers again; after a FIN it
+// offers every message of the class. A run after a FIN is pipeTrialRun
+// long (a trial of fragments costs no more), and each run after an answer
+// of fragments twice the last, up to pipeRun.
 
-// pipeRun is how many messages of a class go as PIPEs after an answer that
-// said fragments, the offer that ends the run included (and those sent
-// while its answer comes). Each offer the
-// receiver answers with fragments costs the round trip of an ACK (8 KiB
-// far apart: about 1.5 µs more than a PIPE), well under 1 % of a run.
+// pipeRun is the longest run: how many messages of a class go as PIPEs
+// after answers that said fragments, the offer that ends the run included
+// (and those sent while its answer comes). Each offer the receiver answers
+// with fragments costs the round trip of an ACK (8 KiB far apart: about
+// 1.5 µs more than a PIPE), well under 1 % of a run.
 const pipeRun = 256
+
+// pipeTrialRun is the first run after an answer of Get: long enough for
+// four stamped pairs (the receiver's estimate is the median of four).
+const pipeTrialRun = 32
 
 // pipeOffers is what a sender heard from one peer, per size class.
 type pipeOffers struct {
@@ -364,6 +370,8 @@ type pipeClass struct {
 	// answered a round trip later).
 	left  atomic.Int32
 	asked atomic.Bool
+	// every: two PIPEs in a row in every this many of the run are stamped.
+	every atomic.Int32
 	// mu orders the answers: offers are numbered (made), and since is the
 	// number made when the last run began. In a window of offers, the
 	// receiver's trial of fragments answers one and takes the next ones by
@@ -372,6 +380,7 @@ type pipeClass struct {
 	mu    sync.Mutex
 	made  uint32
 	since uint32
+	run   int32 // the run under way's length; 0 after an answer of Get
 	// answered counts the answers: at most trialBurst offers go
 	// unanswered, the messages beyond them go as PIPEs (a window would
 	// otherwise be all offers, each answered a round trip later).
@@ -380,9 +389,11 @@ type pipeClass struct {
 
 // next says whether the next message of n bytes goes as a PIPE (pipe) or
 // is offered, and whether it carries the sender's stamp: every offer does,
-// and two PIPEs in a row in every pipeStampEvery of a run, enough for the
-// receiver's estimate at a fraction of the clock reads. An offer's number
-// is offer (0 for a PIPE), for heard.
+// and eight pairs of PIPEs in a run, enough for the receiver's estimate at
+// a fraction of the clock reads (a stamp costs a clock read on both sides
+// and the receiver's lock, ~70 ns, a tenth of an 8 KiB PIPE near; the first
+// of a pair tells the receiver when the second may start for its time to
+// count, endToEnd). An offer's number is offer (0 for a PIPE), for heard.
 func (o *pipeOffers) next(n int) (pipe, stamp bool, offer uint32) {
 	c := &o.classes[bits.Len(uint(n))%sizeClasses]
 	if c.left.Load() <= 0 {
@@ -399,7 +410,7 @@ func (o *pipeOffers) next(n int) (pipe, stamp bool, offer uint32) {
 		c.asked.Store(true)
 		return c.offer() // the run's last: the offer
 	}
-	return true, k%pipeStampEvery <= 1, 0
+	return true, k%c.every.Load() <= 1, 0
 }
 
 // offer numbers an offer (never 0), or says the message goes as a PIPE
@@ -413,12 +424,6 @@ func (c *pipeClass) offer() (pipe, stamp bool, offer uint32) {
 	c.made++
 	return false, true, c.made
 }
-
-// pipeStampEvery: two PIPEs in a row in this many of a run are stamped (a
-// clock read on both sides and the receiver's lock, ~70 ns, a tenth of an
-// 8 KiB PIPE near); the first tells the receiver when the second may start
-// for its time to count (endToEnd).
-const pipeStampEvery = 16
 
 // heard records the receiver's answer to offer, of n bytes: whether it
 // took it by fragments (a run begins) or by Get (every message is offered,
@@ -435,11 +440,14 @@ func (o *pipeOffers) heard(n int, offer uint32, fragments bool) {
 	if !fragments && c.since != 0 && int32(offer-c.since) <= 0 {
 		return
 	}
-	left := int32(0)
 	if fragments {
-		left, c.since = pipeRun, c.made
+		c.run = min(max(2*c.run, pipeTrialRun), pipeRun)
+		c.since = c.made
+		c.every.Store(c.run / 8)
+	} else {
+		c.run = 0
 	}
-	c.left.Store(left)
+	c.left.Store(c.run)
 	c.asked.Store(false)
 }
 

@@ -194,8 +194,8 @@ func TestRDMAChoiceNothingToMove(t *testing.T) {
 // too) was received if that is later (endToEnd): in a window, a message
 // counts for what it added to the stream, not for its whole wait. A trial of fragments there is one choice (the run of
 // PIPEs it starts are its samples), not a burst; and the waits between
-// trials count a run's cost: fragments 10 µs slower a transfer cost a run
-// of 256 PIPEs 2.56 ms, so the first retry comes after 2.56 ms / 3 %.
+// trials count a trial run's cost: fragments 10 µs slower a transfer cost
+// a run of 32 PIPEs 320 µs, so the first retry comes after 320 µs / 3 %.
 func TestRDMAChoicePipelinedRange(t *testing.T) {
 	const n = 16 << 10
 	c := newRDMAChoice(true, 100*time.Millisecond, 8)
@@ -279,7 +279,7 @@ func TestRDMAChoicePipelinedRange(t *testing.T) {
 		recv(true, 13*time.Microsecond)
 	}
 	take(byGet, 3*time.Microsecond)
-	floor := time.Duration(pipeRun) * 10 * time.Microsecond * 100 / time.Duration(trialBudget*100)
+	floor := time.Duration(pipeTrialRun) * 10 * time.Microsecond * 100 / time.Duration(trialBudget*100)
 	for end := now + floor/2; now < end; {
 		take(byGet, 3*time.Microsecond)
 	}
@@ -301,42 +301,57 @@ func TestPipeOffers(t *testing.T) {
 		}
 		return k
 	}
+	// run sends the PIPEs of a run that should be want long (the offer
+	// that ends it excluded), and checks that eight pairs are stamped.
+	run := func(want int) {
+		t.Helper()
+		stamped := 0
+		for i := 1; i < want; i++ {
+			pipe, stamp, k := o.next(n)
+			if !pipe || k != 0 {
+				t.Fatalf("message %d of a run of %d offered", i, want)
+			}
+			if stamp {
+				stamped++
+			}
+			if i == 1 && want == pipeTrialRun {
+				if pipe, _, _ := o.next(2 * n); pipe {
+					t.Fatal("another size class pipelined on this one's answer")
+				}
+			}
+		}
+		if stamped != 16-1 { // the last pair's second is the offer
+			t.Fatalf("%d PIPEs of a run of %d stamped, want 15 (eight pairs, the offer the last's second)", stamped, want)
+		}
+	}
 	// A window of three offers: the receiver takes the first by Get, tries
 	// fragments on the second, and takes the third by Get again. The
 	// third's FIN, an answer to an offer made before the run began, must
-	// not end the run the second's ACK asked for.
+	// not end the run the second's ACK asked for. The run is a trial's.
 	first := offer("nothing heard")
 	second := offer("nothing heard yet, a second message")
 	third := offer("nothing heard yet, a third message")
 	o.heard(n, first, false)
 	o.heard(n, second, true)
 	o.heard(n, third, false)
-	stamped, want := 0, 0
-	for i := 1; i < pipeRun; i++ {
-		pipe, stamp, k := o.next(n)
-		if !pipe || k != 0 {
-			t.Fatalf("message %d after an answer of fragments offered, want a run of %d PIPEs", i, pipeRun-1)
-		}
-		if stamp {
-			stamped++
-		}
-		if (pipeRun-i)%pipeStampEvery <= 1 {
-			want++
-		}
-		if i == 1 {
-			if pipe, _, _ := o.next(2 * n); pipe {
-				t.Fatal("another size class pipelined on this one's answer")
-			}
-		}
-	}
-	if stamped != want {
-		t.Fatalf("%d PIPEs of a run of %d stamped, want %d (in pairs)", stamped, pipeRun-1, want)
-	}
-	last := offer("the run's end")
+	run(pipeTrialRun)
+	last := offer("the trial run's end")
 	// Until the offer's answer comes, PIPEs again, unstamped.
 	for i := 0; i < 3; i++ {
 		if pipe, stamp, _ := o.next(n); !pipe || stamp {
 			t.Fatalf("message %d while the offer's answer is coming: pipelined %v, stamped %v; want an unstamped PIPE", i, pipe, stamp)
+		}
+	}
+	// Fragments again: runs double, up to pipeRun.
+	for want := 2 * pipeTrialRun; ; want = min(2*want, pipeRun) {
+		o.heard(n, last, true)
+		run(want)
+		last = offer("a run's end")
+		if want == pipeRun {
+			o.heard(n, last, true)
+			run(pipeRun)
+			last = offer("a run's end")
+			break
 		}
 	}
 	o.heard(n, last, false)
@@ -354,4 +369,7 @@ func TestPipeOffers(t *testing.T) {
 	if pipe, stamp, _ := o.next(n); !pipe || stamp {
 		t.Fatalf("with %d offers unanswered: pipelined %v, stamped %v; want an unstamped PIPE", trialBurst, pipe, stamp)
 	}
+	// After Get, the next run is a trial's again.
+	o.heard(n, o.classes[bits.Len(uint(n))].made, true)
+	run(pipeTrialRun)
 }
