@@ -381,6 +381,11 @@ type pipeClass struct {
 	made  uint32
 	since uint32
 	run   int32 // the run under way's length; 0 after an answer of Get
+	// gets counts the answers of Get in a row: past offerThinAfter, only
+	// two offers in a row in every offerStampEvery carry a stamp (a stamp
+	// costs the sender a clock read and the receiver one and its lock,
+	// ~70 ns, 2 % of a 16 KiB Get far apart).
+	gets int
 	// answered counts the answers: at most trialBurst offers go
 	// unanswered, the messages beyond them go as PIPEs (a window would
 	// otherwise be all offers, each answered a round trip later).
@@ -422,8 +427,16 @@ func (c *pipeClass) offer() (pipe, stamp bool, offer uint32) {
 		return true, false, 0
 	}
 	c.made++
-	return false, true, c.made
+	return false, c.gets < offerThinAfter || c.made%offerStampEvery <= 1, c.made
 }
+
+// After offerThinAfter answers of Get in a row, two offers in a row in
+// every offerStampEvery are stamped: the receiver's estimate of Get, a
+// median of four, still sees a pair every few messages.
+const (
+	offerThinAfter  = 16
+	offerStampEvery = 8
+)
 
 // heard records the receiver's answer to offer, of n bytes: whether it
 // took it by fragments (a run begins) or by Get (every message is offered,
@@ -444,8 +457,10 @@ func (o *pipeOffers) heard(n int, offer uint32, fragments bool) {
 		c.run = min(max(2*c.run, pipeTrialRun), pipeRun)
 		c.since = c.made
 		c.every.Store(c.run / 8)
+		c.gets = 0
 	} else {
 		c.run = 0
+		c.gets++
 	}
 	c.left.Store(c.run)
 	c.asked.Store(false)

@@ -372,4 +372,26 @@ func TestPipeOffers(t *testing.T) {
 	// After Get, the next run is a trial's again.
 	o.heard(n, o.classes[bits.Len(uint(n))].made, true)
 	run(pipeTrialRun)
+	last = offer("a run's end")
+
+	// Answers of Get in a row: every offer stamped, then, past
+	// offerThinAfter of them, two in a row in every offerStampEvery.
+	stamped := 0
+	for i := 1; i < offerThinAfter+4*offerStampEvery; i++ {
+		o.heard(n, last, false) // the i-th answer of Get in a row
+		pipe, stamp, k := o.next(n)
+		if pipe || k == 0 {
+			t.Fatalf("offer after %d answers of Get: pipelined", i)
+		}
+		if i < offerThinAfter && !stamp {
+			t.Fatalf("offer after %d answers of Get unstamped, want stamped", i)
+		}
+		if i >= offerThinAfter && stamp {
+			stamped++
+		}
+		last = k
+	}
+	if stamped != 2*4 {
+		t.Fatalf("%d of %d offers stamped past %d answers of Get, want %d (pairs)", stamped, 4*offerStampEvery, offerThinAfter, 2*4)
+	}
 }
