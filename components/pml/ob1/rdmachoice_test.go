@@ -395,3 +395,34 @@ func TestPipeOffers(t *testing.T) {
 		t.Fatalf("%d of %d offers stamped past %d answers of Get, want %d (pairs)", stamped, 4*offerStampEvery, offerThinAfter, 2*4)
 	}
 }
+
+// Once Get is the settled choice, one Get in getSampleEvery is timed; the
+// first ones, and every one of a trial, are.
+func TestRDMAChoiceSamplesSettledGets(t *testing.T) {
+	const n = 64 << 10
+	c := newRDMAChoice(true, 100*time.Millisecond, 8)
+	now := time.Millisecond
+	timedGets, gets := 0, 0
+	for end := now + 50*time.Millisecond; now < end; {
+		w, timed := c.wayTimed(1, n, false, now)
+		d := 5 * time.Microsecond // Get
+		if w == byFragments {
+			d = 10 * time.Microsecond
+			if !timed {
+				t.Fatalf("at %v: a transfer by fragments not timed", now)
+			}
+		} else {
+			gets++
+			if timed {
+				timedGets++
+			}
+		}
+		if timed {
+			c.note(1, n, w, now, now+d)
+		}
+		now += d + time.Microsecond
+	}
+	if lo, hi := gets/getSampleEvery, gets/getSampleEvery+4*trialBurst; timedGets < lo || timedGets > hi {
+		t.Fatalf("%d of %d Gets timed, want about one in %d (%d to %d)", timedGets, gets, getSampleEvery, lo, hi)
+	}
+}

@@ -211,7 +211,8 @@ func (m *module) runAction(a *action) {
 			now = m.rdma.now()
 		}
 		pipelined := a.msgLen <= m.pipeLim[a.world]
-		if m.rdma.way(a.world, r.want, pipelined, now) == byFragments {
+		way, timed := m.rdma.wayTimed(a.world, r.want, pipelined, now)
+		if way == byFragments {
 			if !pipelined {
 				r.fragsFrom = now
 				m.askRest(r, a.srcReq, 0, 0)
@@ -229,7 +230,7 @@ func (m *module) runAction(a *action) {
 			switch {
 			case r.stamp != 0:
 				m.endToEnd(r, byGet)
-			case m.rdma.measured && !pipelined:
+			case timed && !pipelined:
 				m.rdma.note(a.world, r.want, byGet, now, m.rdma.now())
 			}
 			// The header in r's scratch space: a local array would escape
