@@ -90,37 +90,34 @@ const sizeClasses = 64
 type rdmaCost struct {
 	samples [costSamples]float32 // the last transfers, a ring
 	n       int                  // samples ever taken
-	median  float64              // of the last costSamples samples, kept by add
+	least   float64              // of the last costSamples samples, kept by add
 	chosen  time.Duration        // since epoch; 0: never
 	burst   int                  // receives still to take this way in a trial
 }
 
 // costSamples is how many of a way's last transfers its estimate is the
-// median of: a trial burst's worth, so that one burst refreshes it, and
+// least of: a trial burst's worth, so that one burst refreshes it, and
 // the slow first transfer after a pause, or one held up by a busy sender,
-// is outvoted.
+// does not count.
 const costSamples = trialBurst
 
 func (e *rdmaCost) measured() bool { return e.n > 0 }
 
-// add takes a sample and updates the median, once here rather than at
-// every choice (sorting there cost each RGET about 40 ns).
+// add takes a sample and updates the estimate, once here rather than at
+// every choice.
 func (e *rdmaCost) add(x float64) {
 	e.samples[e.n%costSamples] = float32(x)
 	e.n++
 	k := min(e.n, costSamples)
-	var s [costSamples]float32
-	copy(s[:], e.samples[:k])
-	slices.Sort(s[:k])
-	if k%2 == 1 {
-		e.median = float64(s[k/2])
-	} else {
-		e.median = (float64(s[k/2-1]) + float64(s[k/2])) / 2
-	}
+	e.least = float64(slices.Min(e.samples[:k]))
 }
 
-// estimate is the median of the samples taken (of the last costSamples).
-func (e *rdmaCost) estimate() float64 { return e.median }
+// estimate is the least of the last costSamples samples. Noise here only
+// ever slows a transfer (an interrupt, the host taking the core, a cold
+// start after a pause), so the least is what the way costs; with the
+// median, two slow transfers of four flipped the choice: near, 32 KiB
+// ping-pongs took 14 % of their messages by Get, which costs 1.5× there.
+func (e *rdmaCost) estimate() float64 { return e.least }
 
 // newRDMAChoice makes the choice of a job of size ranks.
 func newRDMAChoice(measured bool, retry time.Duration, size int) *rdmaChoice {
@@ -153,7 +150,7 @@ func (c *rdmaChoice) way(world, n int, pipelined bool, now time.Duration) int {
 // wayTimed is way, and says whether the caller is to time a Get it chose
 // (note): every one in a trial or while the estimates are young, one in
 // getSampleEvery once Get is the settled choice. The second clock read and
-// the lock of note cost a Get ~45 ns, 1 % of 32 KiB far apart; a median of
+// the lock of note cost a Get ~45 ns, 1 % of 32 KiB far apart; the least of
 // four every few transfers still follows a change of placement.
 func (c *rdmaChoice) wayTimed(world, n int, pipelined bool, now time.Duration) (way int, timed bool) {
 	if !c.measured || n <= 0 {
@@ -280,13 +277,16 @@ func (c *rdmaChoice) pick(cc *classChoice, n int, pipelined bool, now time.Durat
 
 // trialBudget is the share of the time a class's transfers take that its
 // trials of the slower way may cost, at most, once the two ways' costs are
-// known: the shortest wait between trials is what keeps it there.
-const trialBudget = 0.03
+// known: the shortest wait between trials is what keeps it there. At 3 %,
+// far apart, the measured choice read 1.09 and 1.065× vader at 32 and 64
+// KiB against 1.06 and 1.01 for single copy alone: a trial costs more than
+// its own transfers (the Gets after fragments run slower for a while).
+const trialBudget = 0.01
 
 // floor is the shortest wait between trials for messages of n bytes:
 // minRetry, or longer where a trial of the slower way costs more than
 // trialBudget of the wait (4 MiB far apart: 4 × 300 µs more by fragments,
-// so 40 ms), but never above retry. A trial is a burst of trialBurst
+// so 120 ms), but never above retry. A trial is a burst of trialBurst
 // transfers; of fragments in the pipelined range, a run of pipeTrialRun.
 func (c *rdmaChoice) floor(cc *classChoice, n int, pipelined bool) time.Duration {
 	get, frag := &cc.ways[byGet], &cc.ways[byFragments]
@@ -375,7 +375,7 @@ func (c *rdmaChoice) peer(world int) *peerCosts {
 const pipeRun = 256
 
 // pipeTrialRun is the first run after an answer of Get: long enough for
-// four stamped pairs (the receiver's estimate is the median of four).
+// four stamped pairs (the receiver's estimate is the least of four).
 const pipeTrialRun = 32
 
 // pipeOffers is what a sender heard from one peer, per size class.
@@ -452,7 +452,7 @@ func (c *pipeClass) offer() (pipe, stamp bool, offer uint32) {
 
 // After offerThinAfter answers of Get in a row, two offers in a row in
 // every offerStampEvery are stamped: the receiver's estimate of Get, a
-// median of four, still sees a pair every few messages.
+// least of four, still sees a pair every few messages.
 const (
 	offerThinAfter  = 16
 	offerStampEvery = 8

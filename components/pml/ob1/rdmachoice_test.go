@@ -58,7 +58,7 @@ func TestRDMAChoiceTriesBothAndKeepsTheFaster(t *testing.T) {
 			ways[byGet], ways[byGet]+ways[byFragments], trials(2*time.Second), int(2*time.Second/retry)*trialBurst/2)
 	}
 	// One slow transfer by fragments (a busy sender) does not turn the
-	// choice: the median of the last few outvotes it.
+	// choice: the least of the last few leaves it out.
 	if w := c.way(3, n, false, now); w != byFragments {
 		t.Fatalf("way %d, want fragments", w)
 	}
@@ -240,7 +240,7 @@ func TestRDMAChoicePipelinedRange(t *testing.T) {
 	// A window: the sender begins all its messages at once, and each is
 	// received 0.5 µs after the one before: each counts for 0.5 µs (what
 	// it added to the stream), not for its whole wait. 0.5 µs is cheaper
-	// than the PIPEs' 1.2 µs alone, and the estimate (a median) shows it.
+	// than the PIPEs' 1.2 µs alone, and the estimate (the least of four) shows it.
 	stamp := wall
 	for range 8 {
 		now += 500 * time.Nanosecond
