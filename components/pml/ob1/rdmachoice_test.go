@@ -426,3 +426,30 @@ func TestRDMAChoiceSamplesSettledGets(t *testing.T) {
 		t.Fatalf("%d of %d Gets timed, want about one in %d (%d to %d)", timedGets, gets, getSampleEvery, lo, hi)
 	}
 }
+
+// wayNow, on the choice's own clock, gives a start time (from) exactly to
+// the transfers it times: every transfer by fragments, one settled Get in
+// getSampleEvery.
+func TestRDMAChoiceWayNowTimesWhatItSamples(t *testing.T) {
+	const n = 64 << 10
+	c := newRDMAChoice(true, 100*time.Millisecond, 8)
+	timedGets, gets := 0, 0
+	for range 400 {
+		w, from := c.wayNow(1, n, false)
+		switch {
+		case w == byFragments && from == 0:
+			t.Fatal("a transfer by fragments without a start time")
+		case w == byFragments:
+			c.note(1, n, w, from, from+10*time.Microsecond)
+		case from != 0:
+			timedGets++
+			gets++
+			c.note(1, n, w, from, from+5*time.Microsecond)
+		default:
+			gets++
+		}
+	}
+	if lo, hi := gets/getSampleEvery, gets/getSampleEvery+4*trialBurst; timedGets < lo || timedGets > hi {
+		t.Fatalf("%d of %d Gets timed, want about one in %d (%d to %d)", timedGets, gets, getSampleEvery, lo, hi)
+	}
+}

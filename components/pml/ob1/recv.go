@@ -206,15 +206,11 @@ func (m *module) runAction(a *action) {
 			m.askRest(r, a.srcReq, 0, 0)
 			return
 		}
-		var now time.Duration // the clock only where the choice is measured
-		if m.rdma.measured {
-			now = m.rdma.now()
-		}
 		pipelined := a.msgLen <= m.pipeLim[a.world]
-		way, timed := m.rdma.wayTimed(a.world, r.want, pipelined, now)
+		way, from := m.rdma.wayNow(a.world, r.want, pipelined)
 		if way == byFragments {
 			if !pipelined {
-				r.fragsFrom = now
+				r.fragsFrom = from
 				m.askRest(r, a.srcReq, 0, 0)
 				return
 			}
@@ -230,8 +226,8 @@ func (m *module) runAction(a *action) {
 			switch {
 			case r.stamp != 0:
 				m.endToEnd(r, byGet)
-			case timed && !pipelined:
-				m.rdma.note(a.world, r.want, byGet, now, m.rdma.now())
+			case from != 0 && !pipelined:
+				m.rdma.note(a.world, r.want, byGet, from, m.rdma.now())
 			}
 			// The header in r's scratch space: a local array would escape
 			// into the transport's interface call, an allocation per RGET.
