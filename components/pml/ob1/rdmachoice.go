@@ -413,9 +413,24 @@ const pipeRun = 256
 // four stamped pairs (the receiver's estimate is the least of four).
 const pipeTrialRun = 32
 
-// pipeOffers is what a sender heard from one peer, per size class.
+// pipeOffers is what a sender heard from one peer, per size class, made
+// at the class's first message (a peer costs 512 bytes and ~100 a class in
+// use, not 64 classes' worth).
 type pipeOffers struct {
-	classes [sizeClasses]pipeClass
+	classes [sizeClasses]atomic.Pointer[pipeClass]
+}
+
+// class returns the state of messages of n bytes.
+func (o *pipeOffers) class(n int) *pipeClass {
+	p := &o.classes[bits.Len(uint(n))%sizeClasses]
+	c := p.Load()
+	if c == nil {
+		c = new(pipeClass)
+		if !p.CompareAndSwap(nil, c) {
+			c = p.Load()
+		}
+	}
+	return c
 }
 
 type pipeClass struct {
@@ -455,7 +470,7 @@ type pipeClass struct {
 // of a pair tells the receiver when the second may start for its time to
 // count, endToEnd). An offer's number is offer (0 for a PIPE), for heard.
 func (o *pipeOffers) next(n int) (pipe, stamp bool, offer uint32) {
-	c := &o.classes[bits.Len(uint(n))%sizeClasses]
+	c := o.class(n)
 	if c.left.Load() <= 0 {
 		if c.asked.Load() {
 			return true, false, 0
@@ -501,7 +516,7 @@ func (o *pipeOffers) heard(n int, offer uint32, fragments bool) {
 	if offer == 0 {
 		return
 	}
-	c := &o.classes[bits.Len(uint(n))%sizeClasses]
+	c := o.class(n)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.answered.Add(1)
