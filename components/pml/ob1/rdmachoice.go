@@ -448,14 +448,14 @@ type pipeClass struct {
 	// Get: their FINs, answers to offers made before the run began, must
 	// not end the run it asked for.
 	mu    sync.Mutex
-	made  uint32
+	made  atomic.Uint32
 	since uint32
 	run   int32 // the run under way's length; 0 after an answer of Get
 	// gets counts the answers of Get in a row: past offerThinAfter, only
 	// two offers in a row in every offerStampEvery carry a stamp (a stamp
 	// costs the sender a clock read and the receiver one and its lock,
 	// ~70 ns, 2 % of a 16 KiB Get far apart).
-	gets int
+	gets atomic.Int32
 	// answered counts the answers: at most trialBurst offers go
 	// unanswered, the messages beyond them go as PIPEs (a window would
 	// otherwise be all offers, each answered a round trip later).
@@ -491,13 +491,16 @@ func (o *pipeOffers) next(n int) (pipe, stamp bool, offer uint32) {
 // offer numbers an offer (never 0), or says the message goes as a PIPE
 // when trialBurst offers are unanswered.
 func (c *pipeClass) offer() (pipe, stamp bool, offer uint32) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.made-c.answered.Load() >= trialBurst {
-		return true, false, 0
+	for {
+		k := c.made.Load()
+		if k-c.answered.Load() >= trialBurst {
+			return true, false, 0
+		}
+		if c.made.CompareAndSwap(k, k+1) {
+			k++
+			return false, c.gets.Load() < offerThinAfter || k%offerStampEvery <= 1, k
+		}
 	}
-	c.made++
-	return false, c.gets < offerThinAfter || c.made%offerStampEvery <= 1, c.made
 }
 
 // After offerThinAfter answers of Get in a row, two offers in a row in
@@ -517,20 +520,26 @@ func (o *pipeOffers) heard(n int, offer uint32, fragments bool) {
 		return
 	}
 	c := o.class(n)
+	c.answered.Add(1)
+	if !fragments && c.left.Load() <= 0 && !c.asked.Load() {
+		// Get, and every message offered already: only the count moves
+		// (no lock on the FIN of every Get far apart).
+		c.gets.Add(1)
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.answered.Add(1)
 	if !fragments && c.since != 0 && int32(offer-c.since) <= 0 {
 		return
 	}
 	if fragments {
 		c.run = min(max(2*c.run, pipeTrialRun), pipeRun)
-		c.since = c.made
+		c.since = c.made.Load()
 		c.every.Store(c.run / 8)
-		c.gets = 0
+		c.gets.Store(0)
 	} else {
 		c.run = 0
-		c.gets++
+		c.gets.Add(1)
 	}
 	c.left.Store(c.run)
 	c.asked.Store(false)

@@ -370,7 +370,7 @@ func TestPipeOffers(t *testing.T) {
 		t.Fatalf("with %d offers unanswered: pipelined %v, stamped %v; want an unstamped PIPE", trialBurst, pipe, stamp)
 	}
 	// After Get, the next run is a trial's again.
-	o.heard(n, o.class(n).made, true)
+	o.heard(n, o.class(n).made.Load(), true)
 	run(pipeTrialRun)
 	last = offer("a run's end")
 
