@@ -17,6 +17,15 @@ func (c *Comm) ContextID() int { return int(c.pc.CID) }
 // decision of its agreement k to rank to: tests kill it half-way through.
 func (i *Instance) OnAgreeDecision(fn func(k uint32, to int)) { i.agreeHook = fn }
 
+// OnDeathDelivery makes the instance call fn(w) half-way through learning
+// of world rank w's death: after its collectives fail, before its
+// AnySource receives do.
+func (i *Instance) OnDeathDelivery(fn func(w int)) {
+	i.ft.delivering.Lock() // procFailed reads it under this lock
+	i.deliveryHook = fn
+	i.ft.delivering.Unlock()
+}
+
 // KeptIallreduce reports whether c keeps an Iallreduce run for the same
 // call made again.
 func (c *Comm) KeptIallreduce() bool {

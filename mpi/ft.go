@@ -40,10 +40,14 @@ const (
 // ftState is what an instance knows of failed processes, and the
 // communicators that knowledge reaches.
 type ftState struct {
-	mu    sync.Mutex
-	dead  []bool       // by world rank
-	order []int        // the world ranks, in the order learned
-	known atomic.Int32 // len(order), read without mu
+	// delivering is held while a death reaches the communicators, so that
+	// AckFailed acknowledges only deaths whose AnySource receives have
+	// already failed: a receive posted after it must not fail for them.
+	delivering sync.Mutex
+	mu         sync.Mutex
+	dead       []bool       // by world rank
+	order      []int        // the world ranks, in the order learned
+	known      atomic.Int32 // len(order), read without mu
 	// comms are the live communicators (parts and intercommunicators'
 	// local copies too), by context id, for failures and notices.
 	comms map[uint16]*Comm
@@ -185,9 +189,11 @@ func (c *Comm) hasMember(w int) bool {
 // holding it fails.
 func (i *Instance) procFailed(w int) {
 	f := &i.ft
+	f.delivering.Lock()
 	f.mu.Lock()
 	if w < 0 || w >= len(f.dead) || f.dead[w] {
 		f.mu.Unlock()
+		f.delivering.Unlock()
 		return
 	}
 	f.dead[w] = true
@@ -201,8 +207,15 @@ func (i *Instance) procFailed(w int) {
 	}
 	f.mu.Unlock()
 	for _, c := range hit {
-		i.failComm(c, w)
+		i.interruptComm(c, ftFailed, c.failedCause())
 	}
+	if h := i.deliveryHook; h != nil {
+		h(w)
+	}
+	for _, c := range hit {
+		i.failAnySource(c, w)
+	}
+	f.delivering.Unlock()
 	for _, c := range hit {
 		c.agreeFailed()
 	}
@@ -221,6 +234,12 @@ func (i *Instance) isDead(w int) bool {
 // death of world rank w.
 func (i *Instance) failComm(c *Comm, w int) {
 	i.interruptComm(c, ftFailed, c.failedCause())
+	i.failAnySource(c, w)
+}
+
+// failAnySource fails c's posted AnySource receives for the death of world
+// rank w, when w is in the group they receive from.
+func (i *Instance) failAnySource(c *Comm, w int) {
 	if c.pc.Local == nil || c.pc.Group.Rank(w) != group.Undefined {
 		i.pml.FailAnySource(&c.pc, c.pendingErr("Recv"))
 	}
@@ -370,6 +389,8 @@ func (c *Comm) AckFailed() (int, error) {
 		return 0, err
 	}
 	f := &c.inst.ft
+	f.delivering.Lock()
+	defer f.delivering.Unlock()
 	f.mu.Lock()
 	c.ft.acked = len(c.deadMembersLocked())
 	n := c.ft.acked

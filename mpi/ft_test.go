@@ -410,6 +410,46 @@ func TestFailedCommunicator(t *testing.T) {
 	})
 }
 
+// TestAckFailedAfterTheDeathIsDelivered: AckFailed called while a death
+// is half delivered (the collectives failed, the AnySource receives not yet)
+// waits for the rest: an AnySource receive posted after it gets the live
+// sender's message, not ErrProcFailedPending for the acknowledged death.
+func TestAckFailedAfterTheDeathIsDelivered(t *testing.T) {
+	const victim = 2
+	runBounded(t, 3, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		if w.Rank() == 0 {
+			r.OnDeathDelivery(func(int) { time.Sleep(50 * time.Millisecond) })
+		}
+		if err := w.Barrier(); err != nil { // the hook is set before the death
+			return err
+		}
+		if w.Rank() == victim {
+			r.Die()
+		}
+		for {
+			if err := w.Barrier(); err != nil {
+				if !errors.Is(err, mpi.ErrProcFailed) {
+					return fmt.Errorf("Barrier: %v, want ErrProcFailed", err)
+				}
+				break
+			}
+		}
+		var b [1]byte
+		if w.Rank() == 1 {
+			time.Sleep(100 * time.Millisecond) // past rank 0's delivery
+			return w.Send([]byte{7}, 0, 5)
+		}
+		if n, err := w.AckFailed(); err != nil || n != 1 {
+			return fmt.Errorf("AckFailed: %d, %v; want 1", n, err)
+		}
+		if _, err := w.Recv(b[:], mpi.AnySource, 5); err != nil || b[0] != 7 {
+			return fmt.Errorf("AnySource receive after AckFailed: %d, %v; want 7", b[0], err)
+		}
+		return nil
+	})
+}
+
 // TestShrinkAcrossDeaths: a rank dies in a loop of Allreduce, and another
 // during the survivors' Shrink (the agreement's coordinator, half-way
 // through sending a decision): the last survivors all get a communicator of

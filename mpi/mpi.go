@@ -78,6 +78,9 @@ type Instance struct {
 	// agreeHook, when set (tests: export_test.go), is called by a
 	// coordinator after each decision it sends.
 	agreeHook func(k uint32, to int)
+	// deliveryHook, when set (tests), is called while a death is half
+	// delivered: collectives failed, AnySource receives not yet.
+	deliveryHook func(w int)
 	// down is set by Finalize and Abort: calls fail with ErrComm after it.
 	down atomic.Bool
 	// groupTransport, when set (tests: export_test.go), wraps the parent
