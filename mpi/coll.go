@@ -183,7 +183,7 @@ func (c *Comm) args(v coll.Args) *coll.Args {
 	if a == nil {
 		a = new(coll.Args)
 	}
-	*a = v
+	a.Reuse(v)
 	return a
 }
 
@@ -200,7 +200,7 @@ func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 		cc = interColl{collComm{c}}
 	}
 	err := c.coll.Call(op, cc, a)
-	*a = coll.Args{} // drop the user's buffers before reuse
+	a.Reuse(coll.Args{}) // drop the user's buffers before reuse
 	c.argPool.Put(a)
 	if err != nil {
 		return fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)

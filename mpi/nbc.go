@@ -267,7 +267,7 @@ func (r *nbcRun) release() {
 	}
 	r.freed = true
 	r.plan.Free()
-	*r.a = coll.Args{}
+	r.a.Reuse(coll.Args{})
 	r.c.argPool.Put(r.a)
 }
 
@@ -388,7 +388,7 @@ func (i *Instance) finalizeNBC() {
 // with arguments from the pool.
 func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, error) {
 	r, err := c.nonblockingCall(op, name, a)
-	*a = coll.Args{}
+	a.Reuse(coll.Args{})
 	c.argPool.Put(a)
 	return r, err
 }
@@ -544,7 +544,7 @@ func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nb
 	c.nbPlans.Add(1)
 	p, err := c.coll.Plan(op, cc, a)
 	if err != nil {
-		*a = coll.Args{}
+		a.Reuse(coll.Args{})
 		c.argPool.Put(a)
 		return nil, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}

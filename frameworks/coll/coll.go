@@ -175,6 +175,36 @@ type Args struct {
 	// the communicator (the highest-priority filler that is not Serial);
 	// Table.Plan sets it, nil when there is none.
 	Blocking Func
+	// reqs is room for an algorithm's requests, kept from call to call
+	// (Requests).
+	reqs []*pml.Request
+}
+
+// Requests returns an empty slice for an algorithm to collect its requests
+// in, with the room the last call on these arguments gave back
+// (PutRequests): a collective in a loop then allocates none. A local
+// array would not do: the slice reaches an Awaiter, an interface, and
+// escapes. Until it is given back, a second Requests (a nested algorithm
+// on the same arguments) gets a slice of its own.
+func (a *Args) Requests() []*pml.Request {
+	r := a.reqs[:0]
+	a.reqs = nil
+	return r
+}
+
+// PutRequests gives back what Requests returned, once its requests are
+// waited for; it drops them, so that a recycled request is not kept.
+func (a *Args) PutRequests(r []*pml.Request) {
+	clear(r)
+	a.reqs = r[:0]
+}
+
+// Reuse makes a hold v, with a's request room kept: the arguments of a
+// communicator's pool, filled for each call.
+func (a *Args) Reuse(v Args) {
+	reqs := a.reqs
+	*a = v
+	a.reqs = reqs
 }
 
 // Func is one slot's function: it runs the operation on this rank and

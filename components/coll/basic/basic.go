@@ -67,18 +67,19 @@ func Barrier(c coll.Comm, a *coll.Args) error {
 			return err
 		}
 	}
-	return sendAll(c, nil, tag)
+	return sendAll(c, a, nil, tag)
 }
 
 // sendAll sends buf to every other rank at once.
-func sendAll(c coll.Comm, buf []byte, tag int) error {
-	return sendEach(c, tag, func(int) []byte { return buf })
+func sendAll(c coll.Comm, a *coll.Args, buf []byte, tag int) error {
+	return sendEach(c, a, tag, func(int) []byte { return buf })
 }
 
 // sendEach sends block(r) to every rank r but this one, all at once, and
-// waits for the sends.
-func sendEach(c coll.Comm, tag int, block func(r int) []byte) error {
-	var reqs []*pml.Request
+// waits for the sends; the requests in a's room (coll.Args.Requests).
+func sendEach(c coll.Comm, a *coll.Args, tag int, block func(r int) []byte) error {
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
 	for r := 0; r < c.Size(); r++ {
 		if r == c.Rank() {
 			continue
@@ -97,7 +98,7 @@ func sendEach(c coll.Comm, tag int, block func(r int) []byte) error {
 func Bcast(c coll.Comm, a *coll.Args) error {
 	tag := coll.Tag(coll.Bcast, 0)
 	if c.Rank() == a.Root {
-		return sendAll(c, a.Recv, tag)
+		return sendAll(c, a, a.Recv, tag)
 	}
 	return coll.RecvExactly(c, a.Recv, a.Root, tag)
 }
@@ -161,7 +162,8 @@ func Gather(c coll.Comm, a *coll.Args) error {
 		return c.Send(a.Send, a.Root, tag)
 	}
 	displs, counts := coll.Layout(c, a, gatherBlock(c, a))
-	var reqs []*pml.Request
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
 	for r := 0; r < c.Size(); r++ {
 		dst := a.Recv[displs[r] : displs[r]+counts[r]]
 		if r == me {
@@ -195,7 +197,7 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 	if !a.InPlace {
 		copy(a.Recv, a.Send[displs[me]:displs[me]+counts[me]])
 	}
-	return sendEach(c, tag, func(r int) []byte { return a.Send[displs[r] : displs[r]+counts[r]] })
+	return sendEach(c, a, tag, func(r int) []byte { return a.Send[displs[r] : displs[r]+counts[r]] })
 }
 
 // Allgather (and Allgatherv): every rank sends its block to every other.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
@@ -31,6 +32,59 @@ type module struct {
 	made  bool
 	err   error // why the parts could not be made: every later call fails alike
 	parts parts
+
+	// fr is the scratch of the call in progress, taken by enter.
+	fr   frame
+	busy atomic.Bool
+}
+
+// frame is one call's scratch: the phases' arguments, the segment bounds
+// and the node packing. A communicator's blocking collectives come one at a
+// time (MPI's rule, and han is coll.Serial), so the module keeps one, and a
+// small collective in a loop allocates nothing: an Args literal handed to
+// a phase escapes, an allocation per phase.
+type frame struct {
+	sub                       coll.Args
+	segs                      []int
+	nodeOff, nodeLen, rankOff []int
+	displs, lens              []int
+}
+
+// enter takes the module's frame for a call, or a fresh one when another
+// call holds it (collectives on one communicator from two goroutines at
+// once, which MPI does not allow but which must not corrupt this one).
+func (m *module) enter() *frame {
+	if m.busy.CompareAndSwap(false, true) {
+		return &m.fr
+	}
+	return new(frame)
+}
+
+// leave ends the call that entered with f: the phases' arguments drop the
+// caller's buffers, and the module's frame is free again.
+func (m *module) leave(f *frame) {
+	f.sub.Reuse(coll.Args{})
+	if f == &m.fr {
+		m.busy.Store(false)
+	}
+}
+
+// args returns the arguments of the next phase, v in the frame's room. The
+// phase before must be over, or have copied them (a nonblocking start
+// does).
+func (f *frame) args(v coll.Args) *coll.Args {
+	f.sub.Reuse(v)
+	return &f.sub
+}
+
+// ints returns s with length n, zeroed, growing it if need be.
+func ints(s []int, n int) []int {
+	if cap(s) < n {
+		return make([]int, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // parts are the sub-communicators of one communicator and the functions
@@ -252,17 +306,20 @@ func ownTag(op coll.Op) int { return coll.Tag(op, 15) }
 
 // segments cuts n bytes into pieces of at most seg bytes, whole units each
 // (at least one unit a piece); seg 0 leaves n whole. It returns the
-// pieces' starts, with n appended.
-func segments(n, unit, seg int) []int {
+// pieces' starts, with n appended, in the frame's room.
+func (f *frame) segments(n, unit, seg int) []int {
+	b := f.segs[:0]
 	if seg <= 0 || n <= seg {
-		return []int{0, n}
+		b = append(b, 0, n)
+	} else {
+		step := max(seg/unit, 1) * unit
+		for at := 0; at < n; at += step {
+			b = append(b, at)
+		}
+		b = append(b, n)
 	}
-	step := max(seg/unit, 1) * unit
-	var b []int
-	for at := 0; at < n; at += step {
-		b = append(b, at)
-	}
-	return append(b, n)
+	f.segs = b
+	return b
 }
 
 // pipeline runs the node and network phases of segments in an overlapped

@@ -33,15 +33,17 @@ func (m *module) barrier(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
-	if err := p.low(coll.Barrier, coll.Barrier, &coll.Args{}); err != nil {
+	f := m.enter()
+	defer m.leave(f)
+	if err := p.low(coll.Barrier, coll.Barrier, f.args(coll.Args{})); err != nil {
 		return err
 	}
 	if p.leaders != nil {
-		if err := p.up(coll.Barrier, coll.Barrier, &coll.Args{}); err != nil {
+		if err := p.up(coll.Barrier, coll.Barrier, f.args(coll.Args{})); err != nil {
 			return err
 		}
 	}
-	return p.low(coll.Barrier, coll.Barrier, &coll.Args{})
+	return p.low(coll.Barrier, coll.Barrier, f.args(coll.Args{}))
 }
 
 // bcast: the leaders' bcast from the root's node, then each node's from
@@ -55,19 +57,21 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
+	f := m.enter()
+	defer m.leave(f)
 	me, buf := c.Rank(), a.Recv
 	k, k0 := m.node[me], m.node[a.Root]
-	segs := segments(len(buf), 1, m.segment)
+	segs := f.segments(len(buf), 1, m.segment)
 	start := func(lo, hi int) (func() error, error) {
-		return p.startUp(coll.Bcast, coll.Bcast, &coll.Args{Recv: buf[lo:hi], Root: k0}, len(segs) == 2)
+		return p.startUp(coll.Bcast, coll.Bcast, f.args(coll.Args{Recv: buf[lo:hi], Root: k0}), len(segs) == 2)
 	}
 	then := func(lo, hi int) error {
-		return p.low(coll.Bcast, coll.Bcast, &coll.Args{Recv: buf[lo:hi]})
+		return p.low(coll.Bcast, coll.Bcast, f.args(coll.Args{Recv: buf[lo:hi]}))
 	}
 	if k == k0 && a.Root != m.leader(k0) {
 		// The root's node has the data once its own bcast is done; its
 		// leader still cuts the leaders' bcast as every leader does.
-		if err := p.low(coll.Bcast, coll.Bcast, &coll.Args{Recv: buf, Root: m.local[a.Root]}); err != nil {
+		if err := p.low(coll.Bcast, coll.Bcast, f.args(coll.Args{Recv: buf, Root: m.local[a.Root]})); err != nil {
 			return err
 		}
 		then = nil
@@ -87,12 +91,14 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
+	f := m.enter()
+	defer m.leave(f)
 	me := c.Rank()
 	k, k0 := m.node[me], m.node[a.Root]
 	rootLeader := m.leader(k0)
 	in := a.Input()
 	unit := a.Reducer.Size
-	segs := segments(n, unit, m.segment)
+	segs := f.segments(n, unit, m.segment)
 
 	// acc is where a leader's node result goes; spare takes what a rank
 	// must pass as a receive buffer but does not keep.
@@ -107,7 +113,7 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 	defer a.Scratch.Put(spare)
 
 	first := func(lo, hi int) error {
-		na := &coll.Args{Send: in[lo:hi], Recv: spare[lo:hi], Reducer: a.Reducer}
+		na := f.args(coll.Args{Send: in[lo:hi], Recv: spare[lo:hi], Reducer: a.Reducer})
 		if p.leaders != nil {
 			na.Recv = acc[lo:hi]
 			if me == a.Root && a.InPlace {
@@ -117,7 +123,7 @@ func (m *module) reduce(c coll.Comm, a *coll.Args) error {
 		return p.low(coll.Reduce, coll.Reduce, na)
 	}
 	start := func(lo, hi int) (func() error, error) {
-		ua := &coll.Args{Send: acc[lo:hi], Recv: spare[lo:hi], Root: k0, Reducer: a.Reducer}
+		ua := f.args(coll.Args{Send: acc[lo:hi], Recv: spare[lo:hi], Root: k0, Reducer: a.Reducer})
 		if k == k0 {
 			ua.Send, ua.Recv, ua.InPlace = nil, acc[lo:hi], true
 		}
@@ -156,11 +162,13 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
+	f := m.enter()
+	defer m.leave(f)
 	if p.peers != nil && n >= m.spread {
-		return m.spreadAllreduce(c, p, a)
+		return m.spreadAllreduce(c, p, f, a)
 	}
 	in := a.Input()
-	segs := segments(n, a.Reducer.Size, m.segment)
+	segs := f.segments(n, a.Reducer.Size, m.segment)
 	var spare []byte
 	if p.leaders == nil {
 		spare = a.Scratch.Get(min(n, segs[1]))
@@ -168,19 +176,19 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	}
 	first := func(lo, hi int) error {
 		if p.leaders != nil {
-			na := &coll.Args{Send: a.Send, Recv: a.Recv[lo:hi], InPlace: a.InPlace, Reducer: a.Reducer}
+			na := f.args(coll.Args{Send: a.Send, Recv: a.Recv[lo:hi], InPlace: a.InPlace, Reducer: a.Reducer})
 			if !a.InPlace {
 				na.Send = a.Send[lo:hi]
 			}
 			return p.low(coll.Allreduce, coll.Reduce, na)
 		}
-		return p.low(coll.Allreduce, coll.Reduce, &coll.Args{Send: in[lo:hi], Recv: spare[:hi-lo], Reducer: a.Reducer})
+		return p.low(coll.Allreduce, coll.Reduce, f.args(coll.Args{Send: in[lo:hi], Recv: spare[:hi-lo], Reducer: a.Reducer}))
 	}
 	start := func(lo, hi int) (func() error, error) {
-		return p.startUp(coll.Allreduce, coll.Allreduce, &coll.Args{Recv: a.Recv[lo:hi], InPlace: true, Reducer: a.Reducer}, len(segs) == 2)
+		return p.startUp(coll.Allreduce, coll.Allreduce, f.args(coll.Args{Recv: a.Recv[lo:hi], InPlace: true, Reducer: a.Reducer}), len(segs) == 2)
 	}
 	then := func(lo, hi int) error {
-		return p.low(coll.Allreduce, coll.Bcast, &coll.Args{Recv: a.Recv[lo:hi]})
+		return p.low(coll.Allreduce, coll.Bcast, f.args(coll.Args{Recv: a.Recv[lo:hi]}))
 	}
 	return pipeline(p, segs, first, then, start)
 }
@@ -191,7 +199,7 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 // with the ranks in its place on the other nodes, and the node gathers the
 // blocks. The network carries what one leader per node would send, from
 // every rank at once, and the node phases move each byte once.
-func (m *module) spreadAllreduce(c coll.Comm, p *parts, a *coll.Args) error {
+func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) error {
 	ppn, j := m.perNode, m.local[c.Rank()]
 	in := a.Input()
 	off, length := coll.Blocks(len(a.Recv), a.Reducer.Size, ppn)
@@ -200,7 +208,8 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, a *coll.Args) error {
 	parts := a.Scratch.Get(ppn * mine)
 	defer a.Scratch.Put(parts)
 	tag := ownTag(coll.Allreduce)
-	reqs := make([]*pml.Request, 0, 2*(ppn-1))
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
 	var err error
 	for i := 0; i < ppn && err == nil; i++ {
 		if i != j {
@@ -232,18 +241,19 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, a *coll.Args) error {
 	for i := ppn - 2; i >= 0; i-- {
 		a.Reducer.Apply(parts[i*mine:(i+1)*mine], acc)
 	}
-	if err := p.peers.Call(coll.Allreduce, &coll.Args{Recv: acc, InPlace: true, Reducer: a.Reducer}); err != nil {
+	if err := p.peers.Call(coll.Allreduce, f.args(coll.Args{Recv: acc, InPlace: true, Reducer: a.Reducer})); err != nil {
 		return err
 	}
-	return p.node.Call(coll.Allgatherv, &coll.Args{Recv: a.Recv, InPlace: true, Counts: length, Displs: off})
+	return p.node.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: length, Displs: off}))
 }
 
 // packed returns, for blocks of counts[r] bytes per rank, each node's
 // offset and length in the node-by-node packing the leaders exchange, and
 // each rank's offset there.
-func (m *module) packed(counts func(r int) int) (nodeOff, nodeLen, rankOff []int, total int) {
-	nodeOff, nodeLen = make([]int, len(m.nodes)), make([]int, len(m.nodes))
-	rankOff = make([]int, len(m.node))
+func (m *module) packed(f *frame, counts func(r int) int) (nodeOff, nodeLen, rankOff []int, total int) {
+	f.nodeOff, f.nodeLen = ints(f.nodeOff, len(m.nodes)), ints(f.nodeLen, len(m.nodes))
+	f.rankOff = ints(f.rankOff, len(m.node))
+	nodeOff, nodeLen, rankOff = f.nodeOff, f.nodeLen, f.rankOff
 	for k, ranks := range m.nodes {
 		nodeOff[k] = total
 		for _, r := range ranks {
@@ -257,11 +267,13 @@ func (m *module) packed(counts func(r int) int) (nodeOff, nodeLen, rankOff []int
 
 // nodeLayout is node k's part of a packing: its ranks' offsets within the
 // node's block and their lengths.
-func (m *module) nodeLayout(k int, counts func(r int) int, rankOff []int) (displs, lens []int) {
+func (m *module) nodeLayout(f *frame, k int, counts func(r int) int, rankOff []int) (displs, lens []int) {
 	base := rankOff[m.nodes[k][0]]
+	displs, lens = f.displs[:0], f.lens[:0]
 	for _, r := range m.nodes[k] {
 		displs, lens = append(displs, rankOff[r]-base), append(lens, counts(r))
 	}
+	f.displs, f.lens = displs, lens
 	return displs, lens
 }
 
@@ -281,6 +293,8 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
+	f := m.enter()
+	defer m.leave(f)
 	k, k0 := m.node[me], m.node[a.Root]
 	rootLeader := m.leader(k0)
 	mine := a.Send
@@ -288,7 +302,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 		mine = a.Recv[me*block : (me+1)*block]
 	}
 	each := func(int) int { return block }
-	nodeOff, nodeLen, rankOff, total := m.packed(each)
+	nodeOff, nodeLen, rankOff, total := m.packed(f, each)
 
 	// The result in rank order (res) and the leaders' packing (all): the
 	// same buffer when the nodes are consecutive, since node by node is
@@ -311,7 +325,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 		nodeBuf = a.Scratch.Get(nodeLen[k])
 		defer a.Scratch.Put(nodeBuf)
 	}
-	na := &coll.Args{Send: mine, Recv: nodeBuf}
+	na := f.args(coll.Args{Send: mine, Recv: nodeBuf})
 	if me == a.Root && a.InPlace && m.consecutive && me == rootLeader {
 		na.Send, na.InPlace = nil, true // the root's block is where the node's block starts
 	}
@@ -319,7 +333,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 		return err
 	}
 	if p.leaders != nil {
-		ua := &coll.Args{Send: nodeBuf, Root: k0, Counts: nodeLen, Displs: nodeOff}
+		ua := f.args(coll.Args{Send: nodeBuf, Root: k0, Counts: nodeLen, Displs: nodeOff})
 		if me == rootLeader {
 			ua.Send, ua.Recv, ua.InPlace = nil, all, true
 		}
@@ -351,10 +365,12 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 	if err != nil {
 		return err
 	}
+	f := m.enter()
+	defer m.leave(f)
 	k, k0 := m.node[me], m.node[a.Root]
 	rootLeader := m.leader(k0)
 	each := func(int) int { return block }
-	nodeOff, nodeLen, rankOff, total := m.packed(each)
+	nodeOff, nodeLen, rankOff, total := m.packed(f, each)
 
 	var src, all, nodeBuf []byte
 	if me == rootLeader {
@@ -387,7 +403,7 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 			nodeBuf = a.Scratch.Get(nodeLen[k])
 			defer a.Scratch.Put(nodeBuf)
 		}
-		ua := &coll.Args{Recv: nodeBuf, Root: k0, Counts: nodeLen, Displs: nodeOff}
+		ua := f.args(coll.Args{Recv: nodeBuf, Root: k0, Counts: nodeLen, Displs: nodeOff})
 		if me == rootLeader {
 			ua.Send, ua.Recv, ua.InPlace = all, nil, true
 		}
@@ -395,7 +411,7 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 			return err
 		}
 	}
-	na := &coll.Args{Send: nodeBuf, Recv: a.Recv}
+	na := f.args(coll.Args{Send: nodeBuf, Recv: a.Recv})
 	if me == a.Root && a.InPlace {
 		if me == rootLeader && m.consecutive {
 			na.Recv, na.InPlace = nil, true // the root's block is where the node's block starts
@@ -443,9 +459,11 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 	if err != nil {
 		return err
 	}
+	f := m.enter()
+	defer m.leave(f)
 	size, me := c.Size(), c.Rank()
 	k := m.node[me]
-	nodeOff, nodeLen, rankOff, total := m.packed(count)
+	nodeOff, nodeLen, rankOff, total := m.packed(f, count)
 	// dense: the packing is Recv's own layout, so the phases can work in
 	// Recv itself.
 	dense := m.consecutive
@@ -461,13 +479,13 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 		all = a.Scratch.Get(total)
 		defer a.Scratch.Put(all)
 	}
-	displs, lens := m.nodeLayout(k, count, rankOff)
+	displs, lens := m.nodeLayout(f, k, count, rankOff)
 	var nodeBuf []byte
 	if p.leaders != nil {
 		nodeBuf = all[nodeOff[k] : nodeOff[k]+nodeLen[k]]
 	}
 	gop := coll.Gather
-	na := &coll.Args{Send: mine, Recv: nodeBuf}
+	na := f.args(coll.Args{Send: mine, Recv: nodeBuf})
 	if a.Op == coll.Allgatherv {
 		gop = coll.Gatherv
 		na.Counts, na.Displs = lens, displs
@@ -479,12 +497,12 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 		return err
 	}
 	if p.leaders != nil {
-		ua := &coll.Args{Recv: all, InPlace: true, Counts: nodeLen, Displs: nodeOff}
+		ua := f.args(coll.Args{Recv: all, InPlace: true, Counts: nodeLen, Displs: nodeOff})
 		if err := p.up(a.Op, coll.Allgatherv, ua); err != nil {
 			return err
 		}
 	}
-	if err := p.low(a.Op, coll.Bcast, &coll.Args{Recv: all}); err != nil {
+	if err := p.low(a.Op, coll.Bcast, f.args(coll.Args{Recv: all})); err != nil {
 		return err
 	}
 	if !dense {

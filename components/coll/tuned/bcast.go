@@ -2,7 +2,6 @@ package tuned
 
 import (
 	"github.com/gompi/gompi/frameworks/coll"
-	"github.com/gompi/gompi/frameworks/pml"
 )
 
 // barrierDissemination: in round k every rank signals rank+2^k and waits
@@ -69,7 +68,8 @@ func bcastBinomial(c coll.Comm, a *coll.Args) error {
 			break
 		}
 	}
-	var reqs []*pml.Request
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
 	for mask >>= 1; mask > 0; mask >>= 1 {
 		if vr+mask < n {
 			q, err := c.Isend(a.Recv, abs(vr+mask, a.Root, n), tag)
@@ -92,7 +92,8 @@ func bcastPipeline(c coll.Comm, a *coll.Args) error {
 	vr := rel(me, a.Root, n)
 	prev, next := abs(vr-1, a.Root, n), abs(vr+1, a.Root, n)
 	seg := segmentOf(c)
-	var reqs []*pml.Request
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
 	for off := 0; off < len(a.Recv) || (off == 0 && len(a.Recv) == 0); off += seg {
 		part := a.Recv[off:min(off+seg, len(a.Recv))]
 		if vr > 0 {

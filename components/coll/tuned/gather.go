@@ -2,7 +2,6 @@ package tuned
 
 import (
 	"github.com/gompi/gompi/frameworks/coll"
-	"github.com/gompi/gompi/frameworks/pml"
 )
 
 // gatherBlock is the per-rank block size of allgather, gather and
@@ -164,7 +163,8 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 	} else if err := coll.RecvExactly(c, buf, abs(vr-sub, a.Root, n), tag); err != nil {
 		return err
 	}
-	var reqs []*pml.Request
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
 	for mask := sub >> 1; mask > 0; mask >>= 1 {
 		child := vr + mask
 		if child >= n {

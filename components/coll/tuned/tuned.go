@@ -31,12 +31,16 @@ type alg struct {
 	fn   coll.Func
 	// commutative: the algorithm combines out of rank order.
 	commutative bool
+	// segmented: the algorithm reads the segment size from its Comm
+	// (segmentOf), which then carries it (withSegment: an allocation per
+	// call, spent only where it is read).
+	segmented bool
 }
 
 // algs are each operation's algorithms, by enum value; value 0 is auto.
 var algs = map[coll.Op][]alg{
 	coll.Barrier: {1: {name: "dissemination", fn: barrierDissemination}, 2: {name: "recursive_doubling", fn: barrierRecursiveDoubling}},
-	coll.Bcast: {1: {name: "binomial", fn: bcastBinomial}, 2: {name: "pipeline", fn: bcastPipeline},
+	coll.Bcast: {1: {name: "binomial", fn: bcastBinomial}, 2: {name: "pipeline", fn: bcastPipeline, segmented: true},
 		3: {name: "scatter_allgather", fn: bcastScatterAllgather}},
 	coll.Reduce: {1: {name: "binomial", fn: reduceBinomial}, 2: {name: "rabenseifner", fn: reduceRabenseifner, commutative: true}},
 	coll.Allreduce: {1: {name: "recursive_doubling", fn: allreduceRecursiveDoubling},
@@ -165,13 +169,12 @@ func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
 
 // dispatch is op's slot: the forced algorithm, or the rules' choice.
 func (m *module) dispatch(op coll.Op) coll.Func {
-	if op == coll.Bcast { // the pipeline reads its segment size from the comm
-		return func(c coll.Comm, a *coll.Args) error {
-			return m.choose(op, c, a).fn(withSegment(c, m.segment), a)
-		}
-	}
 	return func(c coll.Comm, a *coll.Args) error {
-		return m.choose(op, c, a).fn(c, a)
+		alg := m.choose(op, c, a)
+		if alg.segmented {
+			c = withSegment(c, m.segment)
+		}
+		return alg.fn(c, a)
 	}
 }
 

@@ -264,9 +264,11 @@ type arrival struct {
 	data []byte
 }
 
-// copyIn makes an inMsg of an arrival.
-func (a *arrival) copyIn(world int) *inMsg {
-	msg := &inMsg{
+// copyIn makes an inMsg of an arrival, from the free list when one is
+// there (freeMsg).
+func (m *module) copyIn(a *arrival, world int) *inMsg {
+	msg := m.msgPool.get()
+	*msg = inMsg{
 		typ: a.h.typ, ctx: a.h.ctx, src: int(a.h.src), world: world, tag: int(a.h.tag), seq: a.h.seq,
 		msgLen: len(a.data), srcReq: a.h.srcReq,
 	}
@@ -280,6 +282,17 @@ func (a *arrival) copyIn(world int) *inMsg {
 	}
 	copy(msg.data, a.data)
 	return msg
+}
+
+// freeMsg gives back an eager message whose data a receive has placed.
+// Other kinds are left to the collector: a rendezvous's data may still be
+// in use.
+func (m *module) freeMsg(msg *inMsg) {
+	if msg.typ != hdrMatch {
+		return
+	}
+	*msg = inMsg{}
+	m.msgPool.put(msg)
 }
 
 // incoming matches one MATCH, RNDV or RGET header from world rank world:
@@ -298,7 +311,7 @@ func (m *module) incoming(world int, msg *inMsg, a *arrival) {
 		// A peer may create a communicator and send on it before this
 		// process has created it: keep the header until AddComm.
 		if msg == nil {
-			msg, a = a.copyIn(world), nil
+			msg, a = m.copyIn(a, world), nil
 		}
 		m.commsMu.Lock()
 		if c = m.comm(cid); c == nil {
@@ -322,7 +335,7 @@ func (m *module) incoming(world int, msg *inMsg, a *arrival) {
 	p := &c.peers[src]
 	if seq != p.expected {
 		if msg == nil {
-			msg, a = a.copyIn(world), nil
+			msg, a = m.copyIn(a, world), nil
 		}
 		if p.parked == nil {
 			p.parked = map[uint16]*inMsg{}
@@ -389,7 +402,7 @@ func (m *module) matchIn(c *comm, src int, msg *inMsg, a *arrival, world int, ac
 	r := c.findPosted(src, tag)
 	if r == nil {
 		if msg == nil {
-			msg = a.copyIn(world)
+			msg = m.copyIn(a, world)
 		}
 		c.peers[src].unex.pushPeer(msg)
 		c.unexAll.pushAll(msg)
@@ -410,6 +423,9 @@ func (m *module) matchIn(c *comm, src int, msg *inMsg, a *arrival, world int, ac
 	}
 	if typ == hdrMatch {
 		r.completeEager(src, tag, data)
+		if msg != nil {
+			m.freeMsg(msg) // parked, or kept for a communicator not made yet
+		}
 		return acts
 	}
 	var stamp int64

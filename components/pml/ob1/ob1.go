@@ -310,6 +310,10 @@ type module struct {
 	// requests).
 	sendPool freeList[sendReq]
 	pipePool freeList[pipeIn]
+	// msgPool holds unexpected eager messages once received: a rank that
+	// runs ahead of its peers (the root of a loop of small rooted
+	// collectives) sends them one after another.
+	msgPool freeList[inMsg]
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder, nPipe atomic.Uint64
 }

@@ -458,6 +458,7 @@ func (m *module) postLocked(c *comm, r *recvReq) {
 		c.takeUnexpected(msg)
 		c.mu.Unlock()
 		m.startRecv(r, msg)
+		m.freeMsg(msg)
 		return
 	}
 	if r.src != pml.AnySource && m.lost[c.peers[r.src].world].Load() {
@@ -556,6 +557,7 @@ func (m *module) Imrecv(buf []byte, mm *pml.Message) (*pml.Request, error) {
 	}
 	r := m.newRecv(c, buf, msg.src, msg.tag, false)
 	m.startRecv(r, msg)
+	m.freeMsg(msg)
 	return &r.Request, nil
 }
 
@@ -566,6 +568,7 @@ func (m *module) Mrecv(buf []byte, mm *pml.Message) (pml.Status, error) {
 	}
 	r := m.newRecv(c, buf, msg.src, msg.tag, true)
 	m.startRecv(r, msg)
+	m.freeMsg(msg)
 	st, err := r.Wait()
 	if err == nil || r.Done() {
 		m.recycle(r)

@@ -1,0 +1,100 @@
+package mpi_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gompi/gompi/mpi"
+	"github.com/gompi/gompi/mpitest"
+)
+
+// smallCollectives are the collectives a program calls in a loop on small
+// data, one float64 a rank, each followed by a Barrier: a rooted call's
+// senders could otherwise run ahead without bound, and the messages waiting
+// at its root would be memory the program asked for.
+var smallCollectives = []struct {
+	name string
+	call func(c *mpi.Comm, b *collBufs) error
+}{
+	{"barrier", func(c *mpi.Comm, _ *collBufs) error { return c.Barrier() }},
+	{"bcast", func(c *mpi.Comm, b *collBufs) error { return mpi.Bcast(c, b.one, 0) }},
+	{"reduce", func(c *mpi.Comm, b *collBufs) error { return mpi.Reduce(c, b.one, b.res, mpi.Sum, 0) }},
+	{"allreduce", func(c *mpi.Comm, b *collBufs) error { return mpi.Allreduce(c, b.one, b.res, mpi.Sum) }},
+	{"gather", func(c *mpi.Comm, b *collBufs) error { return mpi.Gather(c, b.one, b.all, 0) }},
+	{"scatter", func(c *mpi.Comm, b *collBufs) error { return mpi.Scatter(c, b.all, b.one, 0) }},
+	{"allgather", func(c *mpi.Comm, b *collBufs) error { return mpi.Allgather(c, b.one, b.all) }},
+	{"alltoall", func(c *mpi.Comm, b *collBufs) error { return mpi.Alltoall(c, b.all, b.all2) }},
+}
+
+// collBufs are a rank's buffers for smallCollectives: one element, its
+// result, and one element per rank twice.
+type collBufs struct{ one, res, all, all2 []float64 }
+
+// TestSmallCollectivesAllocs: a small collective allocates nothing once
+// running, on one node (sm, and tuned over point-to-point without it) and
+// across two nodes (han over sm and tcp). An allocation per call is garbage
+// at the rate of the calls: the collector's work grows with the program's
+// heap, not with the collective's few bytes. Counted on rank 0 with
+// testing.AllocsPerRun, which counts every rank's goroutine. Waits poll
+// without sleeping (mpi_yield_when_idle no, which still lets the other
+// goroutine ranks run): a wait that sleeps makes a timer, which a machine
+// busy with other tests would otherwise count here.
+func TestSmallCollectivesAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes free lists allocate")
+	}
+	layouts := []struct {
+		name string
+		opts []mpitest.Option
+		coll string // the world's slot table must name it
+	}{
+		{"one node", []mpitest.Option{mpitest.WithMCA("btl", "self,shm")}, "sm"},
+		{"one node without sm", []mpitest.Option{mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("coll", "^sm")}, "tuned"},
+		{"two nodes", []mpitest.Option{mpitest.WithNodes([]int{0, 0, 1, 1}), mpitest.WithMCA("btl", "self,shm,tcp")}, "han"},
+	}
+	for _, l := range layouts {
+		for _, op := range smallCollectives {
+			t.Run(l.name+"/"+op.name, func(t *testing.T) {
+				var got float64
+				mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+					c := r.CommWorld()
+					if tab := c.CollTable(); !strings.Contains(tab, "="+l.coll) {
+						return fmt.Errorf("the world's slot table %q: want %s in it", tab, l.coll)
+					}
+					b := &collBufs{[]float64{1}, []float64{0}, make([]float64, c.Size()), make([]float64, c.Size())}
+					call := func() error {
+						if err := op.call(c, b); err != nil {
+							return err
+						}
+						return c.Barrier()
+					}
+					// Warm up: free lists, scratch, the shared segment.
+					for i := 0; i < 50; i++ {
+						if err := call(); err != nil {
+							return err
+						}
+					}
+					if c.Rank() != 0 {
+						for i := 0; i < allocRuns+1; i++ {
+							if err := call(); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+					var err error
+					got = testing.AllocsPerRun(allocRuns, func() {
+						if err == nil {
+							err = call()
+						}
+					})
+					return err
+				}, append(l.opts, mpitest.WithMCA("mpi_yield_when_idle", "no"))...)
+				if got != 0 {
+					t.Errorf("%v allocations per call of 8 bytes a rank, on all ranks; want none in steady state", got)
+				}
+			})
+		}
+	}
+}
