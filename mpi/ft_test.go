@@ -103,6 +103,19 @@ func TestFailureReachesEveryCollective(t *testing.T) {
 	}
 }
 
+// barrierUntilFailed calls Barrier on w until one fails, which must be with
+// ErrProcFailed: how a survivor learns of a death.
+func barrierUntilFailed(w *mpi.Comm) error {
+	for {
+		if err := w.Barrier(); err != nil {
+			if !errors.Is(err, mpi.ErrProcFailed) {
+				return fmt.Errorf("Barrier: %v, want ErrProcFailed", err)
+			}
+			return nil
+		}
+	}
+}
+
 // runBounded runs an mpitest job and fails the test if it has not ended
 // within a generous bound: the tests here are about hangs.
 func runBounded(t *testing.T, n int, fn func(r *mpitest.Rank) error, opts ...mpitest.Option) {
@@ -339,13 +352,8 @@ func TestFailedCommunicator(t *testing.T) {
 		}
 		// Every survivor learns of the death through the failure of a
 		// collective.
-		for {
-			if err := w.Barrier(); err != nil {
-				if !errors.Is(err, mpi.ErrProcFailed) {
-					return fmt.Errorf("Barrier: %v, want ErrProcFailed", err)
-				}
-				break
-			}
+		if err := barrierUntilFailed(w); err != nil {
+			return err
 		}
 		if _, err := w.Dup(); !errors.Is(err, mpi.ErrProcFailed) {
 			return fmt.Errorf("Dup: %v, want ErrProcFailed", err)
@@ -427,13 +435,8 @@ func TestAckFailedAfterTheDeathIsDelivered(t *testing.T) {
 		if w.Rank() == victim {
 			r.Die()
 		}
-		for {
-			if err := w.Barrier(); err != nil {
-				if !errors.Is(err, mpi.ErrProcFailed) {
-					return fmt.Errorf("Barrier: %v, want ErrProcFailed", err)
-				}
-				break
-			}
+		if err := barrierUntilFailed(w); err != nil {
+			return err
 		}
 		var b [1]byte
 		if w.Rank() == 1 {
