@@ -443,3 +443,20 @@ func SocketInodes() (map[string]bool, error) {
 	}
 	return inodes, nil
 }
+
+// RunWithDir runs a package's tests (TestMain) with *dir set to a folder
+// made for the process and removed after them. Tests that load plugins
+// into goroutine ranks install them there: a process reads its plugin path
+// once, so a second run of a test (go test -count) must find the same
+// folder, which a test's own TempDir is not.
+func RunWithDir(m *testing.M, pattern string, dir *string) {
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testutil:", err)
+		os.Exit(1)
+	}
+	*dir = d
+	code := m.Run()
+	os.RemoveAll(d)
+	os.Exit(code)
+}

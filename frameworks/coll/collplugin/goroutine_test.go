@@ -18,13 +18,18 @@ import (
 	"github.com/gompi/gompi/mpitest"
 )
 
+// pluginDir is the process's plugin folder (testutil.RunWithDir).
+var pluginDir string
+
+func TestMain(m *testing.M) { testutil.RunWithDir(m, "gompi-collplugin-", &pluginDir) }
+
 // Goroutine ranks, many instances in one process, each with its plugin
 // process: the plugin's barrier fills the world's and a Dup's slot (the
 // Dup from the cache: the plugin, "once", fails when asked twice for one
 // shape), the ranks pass it and Allreduce right, and Finalize stops every
 // plugin process; under -race too.
 func TestPluginWithGoroutineRanks(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir
 	exe := filepath.Join(dir, "gompi-coll-once")
 	testutil.Install(t, "./internal/testplugin", exe)
 	const n = 4

@@ -12,6 +12,11 @@ import (
 	"github.com/gompi/gompi/mpitest"
 )
 
+// pluginDir is the process's plugin folder (testutil.RunWithDir).
+var pluginDir string
+
+func TestMain(m *testing.M) { testutil.RunWithDir(m, "gompi-foreignplugin-", &pluginDir) }
+
 // This plugin, written from plugin.proto and docs/plugin-wire.md alone,
 // loads into real ranks: the host takes its handshake, registers its
 // parameter from its description, gives it the instance's value through
@@ -19,7 +24,7 @@ import (
 // the barrier comes from another component), and stops it at Finalize.
 // It runs in a test binary of its own: a process loads its plugins once.
 func TestForeignPlugin(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir
 	exe := filepath.Join(dir, "gompi-coll-foreign")
 	testutil.Install(t, ".", exe)
 	proto, err := filepath.Abs("../../../../../mca/plugin/plugin.proto")

@@ -15,6 +15,11 @@ import (
 	"github.com/gompi/gompi/mpitest"
 )
 
+// pluginDir is the process's plugin folder (testutil.RunWithDir).
+var pluginDir string
+
+func TestMain(m *testing.M) { testutil.RunWithDir(m, "gompi-testplugin-", &pluginDir) }
+
 // Through real ranks, plugins whose schedules cannot be right for every
 // call, or are right only if the host runs them with care: rooted fills
 // bcast with a schedule written for root 0, which the host refuses (a
@@ -24,7 +29,7 @@ import (
 // after writing its output, and is right in place as well. It runs in a
 // test binary of its own: a process loads its plugins once.
 func TestSchedulesGiveRightResults(t *testing.T) {
-	dir := t.TempDir()
+	dir := pluginDir
 	exe := filepath.Join(dir, "gompi-coll-rooted")
 	testutil.Install(t, ".", exe)
 	prog, err := os.ReadFile(exe)
