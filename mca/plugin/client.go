@@ -56,7 +56,7 @@ type Process struct {
 	log     hclog.Logger
 	proc    *os.Process
 	state   *os.ProcessState // set before exited is closed
-	sockDir string           // the plugin's socket's directory, removed at the end
+	sock    *sockDir         // the plugin's socket's folder, removed at the end
 	conn    *h2conn
 	stderr  *tail
 	lines   [2]*stderrLog // the pipe's and the stdio stream's, feeding stderr
@@ -96,21 +96,21 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 	}
 	var err error
 	// go-plugin's server makes its socket in PLUGIN_UNIX_SOCKET_DIR (else
-	// $TMPDIR): a directory of the plugin's own lets the host remove the
-	// socket of a plugin it had to kill.
-	if p.sockDir, err = os.MkdirTemp("", "gompi-plugin-"); err != nil {
+	// $TMPDIR): a folder of the plugin's own lets the host remove the
+	// socket of a plugin it had to kill (sockdir.go).
+	if p.sock, err = makeSockDir(); err != nil {
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		os.RemoveAll(p.sockDir)
+		p.sock.remove()
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		outR.Close()
 		outW.Close()
-		os.RemoveAll(p.sockDir)
+		p.sock.remove()
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
 	// os.StartProcess rather than os/exec: this runs in every gompi
@@ -121,7 +121,7 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 		outW.Close()
 		errR.Close()
 		errW.Close()
-		os.RemoveAll(p.sockDir)
+		p.sock.remove()
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
 	env := append(os.Environ(),
@@ -130,7 +130,7 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 		// A Go plugin serves on a Unix socket; gompi sets no port range
 		// for the others.
 		"PLUGIN_MIN_PORT=0", "PLUGIN_MAX_PORT=0",
-		"PLUGIN_UNIX_SOCKET_DIR="+p.sockDir)
+		"PLUGIN_UNIX_SOCKET_DIR="+p.sock.path)
 	proc, err := os.StartProcess(path, []string{path}, &os.ProcAttr{
 		Env: env,
 		// The plugin's stdin is /dev/null: the host's may be the job's
@@ -147,7 +147,7 @@ func start(path, framework string, api int, timeout time.Duration, log hclog.Log
 	if err != nil {
 		outR.Close()
 		errR.Close()
-		os.RemoveAll(p.sockDir)
+		p.sock.remove()
 		return nil, mpierr.Errorf(mpierr.ErrComponentNotFound, "it could not be started: %v", err)
 	}
 	p.proc = proc
@@ -360,7 +360,7 @@ func (p *Process) end() {
 		}
 		p.lines[0].Flush()
 		p.lines[1].Flush()
-		_ = os.RemoveAll(p.sockDir)
+		p.sock.remove()
 	})
 }
 

@@ -87,12 +87,18 @@ func TestClientRealPlugin(t *testing.T) {
 	if b, err := p.Query(q); err != nil || string(b) != fmt.Sprintf("%d:%d", len(q), sum) {
 		t.Errorf("a %d-byte question: %q, %v", len(q), b, err)
 	}
+	// A sweep, however young it takes a dead host's folder to be, leaves
+	// the folder of a plugin whose host lives.
+	sweepSockDirs(filepath.Dir(p.sock.path), time.Now().Add(time.Hour))
+	if _, err := os.Stat(p.sock.path); err != nil {
+		t.Errorf("a sweep removed the socket folder of a running plugin: %v", err)
+	}
 	p.Stop()
 	if st := p.state; st == nil || st.ExitCode() != 0 {
 		t.Errorf("after Stop: %v, want an exit of its own with status 0", st)
 	}
-	if _, err := os.Stat(p.sockDir); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("its socket's directory %s: %v, want it removed", p.sockDir, err)
+	if _, err := os.Stat(p.sock.path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("its socket's folder %s: %v, want it removed", p.sock.path, err)
 	}
 }
 
