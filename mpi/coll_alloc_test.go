@@ -25,6 +25,21 @@ var smallCollectives = []struct {
 	{"scatter", func(c *mpi.Comm, b *collBufs) error { return mpi.Scatter(c, b.all, b.one, 0) }},
 	{"allgather", func(c *mpi.Comm, b *collBufs) error { return mpi.Allgather(c, b.one, b.all) }},
 	{"alltoall", func(c *mpi.Comm, b *collBufs) error { return mpi.Alltoall(c, b.all, b.all2) }},
+	// Nonblocking ones, waited for at once: a run is kept for the same
+	// call made again, and its algorithm's coroutine with it.
+	{"ibarrier", func(c *mpi.Comm, _ *collBufs) error { return wait(c.Ibarrier()) }},
+	{"ibcast", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Ibcast(c, b.one, 0)) }},
+	{"iallreduce", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Iallreduce(c, b.one, b.res, mpi.Sum)) }},
+	{"igather", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Igather(c, b.one, b.all, 0)) }},
+}
+
+// wait waits for the request a nonblocking call returned.
+func wait(r *mpi.Request, err error) error {
+	if err != nil {
+		return err
+	}
+	_, err = r.Wait()
+	return err
 }
 
 // collBufs are a rank's buffers for smallCollectives: one element, its

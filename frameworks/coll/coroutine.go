@@ -31,6 +31,13 @@ func Coroutine(c Comm, a *Args, f Func) (Plan, error) {
 	p := a.coroutines.get()
 	p.f, p.a, p.pool = f, a, a.coroutines
 	p.comm = coComm{inner: c, p: p}
+	// The algorithm's Comm points at the plan's own fields: a coComm
+	// value in an interface is an allocation per run.
+	p.c = &p.comm
+	if _, inter := c.(Inter); inter {
+		p.inter = coInter{p.comm}
+		p.c = &p.inter
+	}
 	return p, nil
 }
 
@@ -79,9 +86,11 @@ func (q *coPool) end() {
 
 // coPlan is a Plan that runs a blocking function as a coroutine.
 type coPlan struct {
-	f    Func
-	a    *Args
-	comm coComm
+	f     Func
+	a     *Args
+	comm  coComm
+	inter coInter // comm as an intercommunicator's, when it is one
+	c     Comm    // what f sees: &comm or &inter
 
 	next func() (struct{}, bool)
 	stop func()
@@ -108,11 +117,7 @@ type coPlan struct {
 func (p *coPlan) body(yield func(struct{}) bool) {
 	p.yieldFn = yield
 	for {
-		var c Comm = p.comm
-		if _, inter := p.comm.inner.(Inter); inter {
-			c = coInter{p.comm}
-		}
-		p.err = p.f(c, p.a)
+		p.err = p.f(p.c, p.a)
 		p.finished = true
 		if !yield(struct{}{}) {
 			return
@@ -153,7 +158,7 @@ func (p *coPlan) Free() {
 	if p.finished && p.pool != nil && p.stop != nil {
 		// Parked between runs: ready for another plan.
 		pool := p.pool
-		p.f, p.a, p.comm, p.pool, p.err = nil, nil, coComm{}, nil, nil
+		p.f, p.a, p.comm, p.inter, p.c, p.pool, p.err = nil, nil, coComm{}, coInter{}, nil, nil, nil
 		pool.put(p)
 		return
 	}
