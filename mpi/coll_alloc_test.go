@@ -31,6 +31,11 @@ var smallCollectives = []struct {
 	{"ibcast", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Ibcast(c, b.one, 0)) }},
 	{"iallreduce", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Iallreduce(c, b.one, b.res, mpi.Sum)) }},
 	{"igather", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Igather(c, b.one, b.all, 0)) }},
+	{"ireduce", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Ireduce(c, b.one, b.res, mpi.Sum, 0)) }},
+	{"iscan", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Iscan(c, b.one, b.res, mpi.Sum)) }},
+	{"iscatter", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Iscatter(c, b.all, b.one, 0)) }},
+	{"iallgather", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Iallgather(c, b.one, b.all)) }},
+	{"ialltoall", func(c *mpi.Comm, b *collBufs) error { return wait(mpi.Ialltoall(c, b.all, b.all2)) }},
 }
 
 // wait waits for the request a nonblocking call returned.
