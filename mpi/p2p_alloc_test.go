@@ -119,6 +119,31 @@ func TestIsendIrecvAllocs(t *testing.T) {
 	}
 }
 
+// A synchronous send of a small message and its receive allocate nothing
+// once running: the sender's request goes back when the receiver's ACK ends
+// it, the receiver's ACK is written in its request, and the message, which
+// arrives before its receive is posted half the time, comes from a free
+// list; on shm and, for the message that waits for its receive, on tcp.
+func TestSsendAllocs(t *testing.T) {
+	for _, btl := range []string{"self,shm", "self,tcp"} {
+		t.Run(btl, func(t *testing.T) {
+			pingPongAllocs(t, func(c *mpi.Comm, buf []byte, peer int) error {
+				if c.Rank() == 0 {
+					if err := c.Ssend(buf, peer, 6); err != nil {
+						return err
+					}
+					_, err := c.Recv(buf, peer, 6)
+					return err
+				}
+				if _, err := c.Recv(buf, peer, 6); err != nil {
+					return err
+				}
+				return c.Ssend(buf, peer, 6)
+			}, "btl", btl)
+		})
+	}
+}
+
 // A request that a Wait freed (MPI_Wait's rule, which lets Isend and Irecv
 // reuse requests) fails a second Wait with ErrRequest instead of returning
 // a stale status, as long as it has not been handed out again.

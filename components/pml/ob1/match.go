@@ -284,13 +284,9 @@ func (m *module) copyIn(a *arrival, world int) *inMsg {
 	return msg
 }
 
-// freeMsg gives back an eager message whose data a receive has placed.
-// Other kinds are left to the collector: a rendezvous's data may still be
-// in use.
+// freeMsg gives back a message a receive has started from (startRecv,
+// which is done with its data when it returns).
 func (m *module) freeMsg(msg *inMsg) {
-	if msg.typ != hdrMatch {
-		return
-	}
 	*msg = inMsg{}
 	m.msgPool.put(msg)
 }
@@ -424,7 +420,10 @@ func (m *module) matchIn(c *comm, src int, msg *inMsg, a *arrival, world int, ac
 	if typ == hdrMatch {
 		r.completeEager(src, tag, data)
 		if msg != nil {
-			m.freeMsg(msg) // parked, or kept for a communicator not made yet
+			// Parked, or kept for a communicator not made yet. A
+			// rendezvous's (below) is left to the collector: its action
+			// reads the data after the lock is released.
+			m.freeMsg(msg)
 		}
 		return acts
 	}

@@ -261,9 +261,11 @@ func (m *module) runAction(a *action) {
 // askRest sends the ACK that asks for bytes [from, want), with flags; when
 // there are none, it releases the sender and completes the receive.
 func (m *module) askRest(r *recvReq, srcReq uint64, from int, flags byte) {
-	var b [ackLen]byte
+	// The header in r's scratch space, as the FIN's: a local array would
+	// escape into the transport's interface call.
+	b := r.scratch[:ackLen]
 	if from >= r.want {
-		m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, offset: uint64(from), want: uint64(r.want), flags: flags}))
+		m.sendCtl(r.world, hdrAck, putAck(b, ackHdr{srcReq: srcReq, offset: uint64(from), want: uint64(r.want), flags: flags}))
 		r.finish(nil)
 		return
 	}
@@ -281,7 +283,7 @@ func (m *module) askRest(r *recvReq, srcReq uint64, from int, flags byte) {
 		}
 		return
 	}
-	m.sendCtl(r.world, hdrAck, putAck(b[:], ackHdr{srcReq: srcReq, dstReq: r.id, offset: uint64(from), want: uint64(r.want), flags: flags}))
+	m.sendCtl(r.world, hdrAck, putAck(b, ackHdr{srcReq: srcReq, dstReq: r.id, offset: uint64(from), want: uint64(r.want), flags: flags}))
 }
 
 // get reads a sender's exposed buffer through the RDMA route of the named

@@ -475,6 +475,9 @@ func (m *module) onAck(src int, frag []byte) {
 	}
 	if a.offset >= a.want {
 		if m.unregister(r) {
+			// Out of the table with nothing left to send: its Wait may
+			// recycle it (a synchronous send of a small message ends so).
+			r.SetRecycler(r)
 			r.finish(nil)
 		}
 		return
