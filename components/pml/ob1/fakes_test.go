@@ -26,9 +26,9 @@ import (
 //   - btl "tloop": an in-process BTL with a small queue per receiver (flow
 //     control), RDMA Get that works, is refused (btl.ErrNoRDMA) or fails
 //     (btl_tloop_get = ok | refuse | fail | lost: the peer is lost | slow:
-//     2 ms a read), a pipelined range (btl_tloop_pipeline_limit), sends of
-//     large payloads made slow (btl_tloop_slow_payload: 2 ms from that
-//     many bytes), and a way to lose a rank.
+//     btl_tloop_slow_ms a read), a pipelined range (btl_tloop_pipeline_limit),
+//     sends of large payloads made slow (btl_tloop_slow_payload: as long
+//     from that many bytes), and a way to lose a rank.
 //
 // The ranks of one job find each other through the component value, which
 // every instance in the process shares, by job id.
@@ -185,6 +185,7 @@ type tloop struct {
 	common                btl.CommonParams
 	enable, queue         *params.Param
 	get, pipeLim, slowPay *params.Param
+	slowMS                *params.Param
 	mu                    sync.Mutex
 	hubs                  map[string]*tloopHub
 }
@@ -207,6 +208,7 @@ func (c *tloop) Register(r *mca.Registrar) {
 	c.get = r.Add(params.Def{Name: p + "get", Type: params.String, Level: 9, Default: "ok", Help: "test only: ok, refuse, fail, lost, slow"})
 	c.pipeLim = r.Add(params.Def{Name: p + "pipeline_limit", Type: params.Size, Level: 9, Default: "0", Help: "test only"})
 	c.slowPay = r.Add(params.Def{Name: p + "slow_payload", Type: params.Size, Level: 9, Default: "0", Help: "test only"})
+	c.slowMS = r.Add(params.Def{Name: p + "slow_ms", Type: params.Uint, Level: 9, Default: "2", Help: "test only"})
 }
 
 func (c *tloop) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
@@ -226,7 +228,7 @@ func (c *tloop) Query(b *mca.Base, rt *rte.Runtime) (btl.Module, error) {
 	c.mu.Unlock()
 	attr.PipelineLimit = int(b.Get(c.pipeLim).Uint())
 	m := &tloopMod{hub: hub, rank: rt.Job().Rank, attr: attr, cap: int(b.Get(c.queue).Uint()), get: b.Get(c.get).Str(),
-		slowPay: int(b.Get(c.slowPay).Uint())}
+		slowPay: int(b.Get(c.slowPay).Uint()), slow: time.Duration(b.Get(c.slowMS).Uint()) * time.Millisecond}
 	hub.mu.Lock()
 	hub.mods[m.rank] = m
 	hub.mu.Unlock()
@@ -307,9 +309,10 @@ type tloopMod struct {
 	cap  int
 	get  string
 	cb   btl.Callbacks
-	// slowPay: sends of payloads of at least this many bytes take 2 ms
-	// (0: none).
+	// slowPay: sends of payloads of at least this many bytes take slow
+	// (0: none); so does a Get when get is "slow".
 	slowPay int
+	slow    time.Duration
 
 	mu     sync.Mutex
 	inbox  []tloopFrag
@@ -343,7 +346,7 @@ func (m *tloopMod) Send(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error
 		return fmt.Errorf("tloop: send to rank %d: %w", ep.Rank(), btl.ErrPeerLost)
 	}
 	if m.slowPay > 0 && len(payload) >= m.slowPay {
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(m.slow)
 	}
 	dst.mu.Lock()
 	defer dst.mu.Unlock()
@@ -388,7 +391,7 @@ func (m *tloopMod) Get(ep btl.Endpoint, desc []byte, off int, dst []byte) error 
 	case "lost":
 		return fmt.Errorf("tloop: Get from rank %d: %w", ep.Rank(), btl.ErrPeerLost)
 	case "slow":
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(m.slow)
 	}
 	return btl.CMARead(desc, off, dst)
 }

@@ -356,13 +356,16 @@ func TestPipelinedFollowsTheReceiversChoice(t *testing.T) {
 		// check the sender's counters: pipelined messages and RGET offers.
 		check func(piped, offered uint64) error
 	}{
-		{"get slow", []string{"btl_tloop_get", "slow"}, func(piped, offered uint64) error {
+		// The slow way takes 20 ms a message: far beyond what a machine
+		// busy with other tests adds to the fast one (at 2 ms, two
+		// other busy threads on the two cores flipped the choice).
+		{"get slow", []string{"btl_tloop_get", "slow", "btl_tloop_slow_ms", "20"}, func(piped, offered uint64) error {
 			if piped < count*3/4 || offered < count/ob1.PipeRun {
 				return fmt.Errorf("%d pipelined, %d offered: want most pipelined, and an offer at least every %d", piped, offered, ob1.PipeRun)
 			}
 			return nil
 		}},
-		{"fragments slow", []string{"btl_tloop_slow_payload", "8k", "pml_ob1_rdma_retry_ms", "60000"}, func(piped, offered uint64) error {
+		{"fragments slow", []string{"btl_tloop_slow_payload", "8k", "btl_tloop_slow_ms", "20", "pml_ob1_rdma_retry_ms", "60000"}, func(piped, offered uint64) error {
 			// The first trial of fragments is a run of PIPEs; the next
 			// would come after a wait longer than the test (the retry).
 			// A second run is allowed: two slow Gets of the last four (a
