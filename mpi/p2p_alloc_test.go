@@ -20,6 +20,12 @@ const allocRuns = 200
 // shared-memory boxes.
 func pingPongAllocs(t *testing.T, exchange func(c *mpi.Comm, buf []byte, peer int) error, mca ...string) {
 	t.Helper()
+	pingPongAllocsOf(t, 8, exchange, mca...)
+}
+
+// pingPongAllocsOf is pingPongAllocs for messages of n bytes.
+func pingPongAllocsOf(t *testing.T, n int, exchange func(c *mpi.Comm, buf []byte, peer int) error, mca ...string) {
+	t.Helper()
 	if raceEnabled {
 		t.Skip("the race detector makes free lists allocate")
 	}
@@ -30,7 +36,7 @@ func pingPongAllocs(t *testing.T, exchange func(c *mpi.Comm, buf []byte, peer in
 	var got float64
 	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 		c := r.CommWorld()
-		buf := make([]byte, 8)
+		buf := make([]byte, n)
 		peer := 1 - c.Rank()
 		for i := 0; i < 20; i++ {
 			if err := exchange(c, buf, peer); err != nil {
@@ -54,7 +60,7 @@ func pingPongAllocs(t *testing.T, exchange func(c *mpi.Comm, buf []byte, peer in
 		return err
 	}, opts...)
 	if got != 0 {
-		t.Errorf("%v allocations per round trip of 8 bytes; want none in steady state", got)
+		t.Errorf("%v allocations per round trip of %d bytes; want none in steady state", got, n)
 	}
 }
 
@@ -141,6 +147,32 @@ func TestSsendAllocs(t *testing.T) {
 				return c.Ssend(buf, peer, 6)
 			}, "btl", btl)
 		})
+	}
+}
+
+// Blocking Send and Recv allocate nothing once running at any size, on
+// every protocol: eager, pipelined, single copy (shm) and fragments after
+// an ACK (tcp, whose send goes back to the free list once its last
+// fragment is out). Waits poll without sleeping: a sleep makes a timer.
+func TestSendRecvSizesAllocs(t *testing.T) {
+	for _, btl := range []string{"self,shm", "self,tcp"} {
+		for _, n := range []int{1 << 10, 8 << 10, 32 << 10, 256 << 10, 1 << 20} {
+			t.Run(fmt.Sprint(btl, "/", n), func(t *testing.T) {
+				pingPongAllocsOf(t, n, func(c *mpi.Comm, buf []byte, peer int) error {
+					if c.Rank() == 0 {
+						if err := c.Send(buf, peer, 7); err != nil {
+							return err
+						}
+						_, err := c.Recv(buf, peer, 7)
+						return err
+					}
+					if _, err := c.Recv(buf, peer, 7); err != nil {
+						return err
+					}
+					return c.Send(buf, peer, 7)
+				}, "btl", btl, "mpi_yield_when_idle", "no")
+			})
+		}
 	}
 }
 

@@ -447,6 +447,7 @@ func (m *module) pushWork() int {
 			}
 			m.updateWork()
 			m.workMu.Unlock()
+			m.endStream(r)
 		}
 	}
 

@@ -494,6 +494,8 @@ func (m *module) onAck(src int, frag []byte) {
 		m.streams = append(m.streams, r)
 		m.updateWork()
 		m.workMu.Unlock()
+	} else {
+		m.endStream(r)
 	}
 }
 
@@ -548,6 +550,9 @@ func (m *module) pushPipe(r *sendReq, route *btl.Route) {
 
 // pushStream sends up to pipeline FRAGs of r. It reports how many it sent
 // and whether r is finished (all handed to the transport, or failed).
+// When all went, the caller ends r (endStream) once r is out of the
+// module's list of streams: its Wait may then recycle it, and a recycled
+// r may come back to that list as another message.
 func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 	if r.finished.Load() {
 		return 0, true
@@ -574,11 +579,15 @@ func (m *module) pushStream(r *sendReq) (sent int, finished bool) {
 		r.off = end
 		sent++
 	}
-	if r.off < r.want {
-		return sent, false
-	}
-	if m.unregister(r) {
+	return sent, r.off >= r.want
+}
+
+// endStream ends a stream that pushStream reports finished, out of the
+// module's list of streams: nothing of ob1 refers to r any more unless it
+// failed (finished already), so its Wait may recycle it.
+func (m *module) endStream(r *sendReq) {
+	if !r.finished.Load() && m.unregister(r) {
+		r.SetRecycler(r)
 		r.finish(nil)
 	}
-	return sent, true
 }
