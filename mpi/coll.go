@@ -187,6 +187,14 @@ func (c *Comm) args(v coll.Args) *coll.Args {
 	return a
 }
 
+// argsOwning is args for a copy of v that outlives v: a run's arguments,
+// made from a call's, which go back to the pool at once (coll.Args.Own).
+func (c *Comm) argsOwning(v *coll.Args) *coll.Args {
+	a := c.args(coll.Args{})
+	a.Own(v)
+	return a
+}
+
 // collective runs op after the common checks.
 func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 	if err := c.check(name); err != nil {
@@ -294,15 +302,18 @@ func countErr(c *Comm, name, format string, a ...any) error {
 	return mpierr.Errorf(mpierr.ErrCount, "mpi: %s on %s: %s", name, c.name, fmt.Sprintf(format, a...))
 }
 
-// bytesOf converts per-rank element counts and displacements to bytes,
+// bytesOf converts per-rank element counts and displacements to bytes
+// in a's room,
 // checking that there is one of each per rank, that counts are not
 // negative, and that every block lies within a buffer of n bytes.
-func bytesOf(c *Comm, name, what string, counts, displs []int, size, n int) ([]int, []int, error) {
+func bytesOf(c *Comm, a *coll.Args, room int, name, what string, counts, displs []int, size, n int) ([]int, []int, error) {
 	p := c.pc.Size
 	if len(counts) != p || len(displs) != p {
 		return nil, nil, countErr(c, name, "%d %s counts and %d displacements: want one of each per rank (%d)", len(counts), what, len(displs), p)
 	}
-	bc, bd := make([]int, p), make([]int, p)
+	// In a's room (rooms room and room+1): arguments from the pool keep
+	// it from call to call.
+	bc, bd := a.Ints(room, p), a.Ints(room+1, p)
 	for i := range counts {
 		if counts[i] < 0 || displs[i] < 0 {
 			return nil, nil, countErr(c, name, "%s count %d and displacement %d of rank %d: accepted: 0 or more", what, counts[i], displs[i], i)
@@ -498,8 +509,11 @@ func reduceScatterArgs[T Elem](c *Comm, name string, send, recv []T, counts []in
 	if len(counts) != c.pc.Size {
 		return nil, countErr(c, name, "%d counts: want one per rank (%d)", len(counts), c.pc.Size)
 	}
+	// The byte counts in the pooled arguments' room, taken before the
+	// checks: an error leaves the arguments to the collector.
+	a := c.args(coll.Args{Reducer: r})
 	total := 0
-	bc := make([]int, len(counts))
+	bc := a.Ints(0, len(counts))
 	for i, k := range counts {
 		if k < 0 {
 			return nil, countErr(c, name, "count %d of rank %d: accepted: 0 or more", k, i)
@@ -516,7 +530,7 @@ func reduceScatterArgs[T Elem](c *Comm, name string, send, recv []T, counts []in
 	if err != nil {
 		return nil, err
 	}
-	a := c.args(coll.Args{Send: s, Recv: d, Counts: bc, Reducer: r})
+	a.Send, a.Recv, a.Counts = s, d, bc
 	if ip {
 		a.Send, a.Recv, a.InPlace = nil, s, true
 	}
@@ -576,7 +590,7 @@ func gathervArgs[T Elem](c *Comm, name string, send, recv []T, counts, displs []
 	a := c.args(coll.Args{Send: s, Root: root})
 	if c.pc.Rank == root {
 		var err error
-		if a.Counts, a.Displs, err = bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d)); err != nil {
+		if a.Counts, a.Displs, err = bytesOf(c, a, 0, name, "receive", counts, displs, datatype.Size[T](), len(d)); err != nil {
 			return nil, err
 		}
 		if len(send) != counts[root] {
@@ -647,7 +661,7 @@ func scattervArgs[T Elem](c *Comm, name string, send []T, counts, displs []int, 
 	a := c.args(coll.Args{Recv: d, Root: root})
 	if c.pc.Rank == root {
 		var err error
-		if a.Counts, a.Displs, err = bytesOf(c, name, "send", counts, displs, datatype.Size[T](), len(s)); err != nil {
+		if a.Counts, a.Displs, err = bytesOf(c, a, 0, name, "send", counts, displs, datatype.Size[T](), len(s)); err != nil {
 			return nil, err
 		}
 		if len(recv) != counts[root] {
@@ -711,18 +725,18 @@ func allgathervArgs[T Elem](c *Comm, name string, send, recv []T, counts, displs
 		return nil, err
 	}
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	bc, bd, err := bytesOf(c, name, "receive", counts, displs, datatype.Size[T](), len(d))
-	if err != nil {
+	a := c.args(coll.Args{Send: s, Recv: d})
+	var err error
+	if a.Counts, a.Displs, err = bytesOf(c, a, 0, name, "receive", counts, displs, datatype.Size[T](), len(d)); err != nil {
 		return nil, err
 	}
 	if me := c.pc.Rank; len(send) != counts[me] {
 		return nil, countErr(c, name, "rank %d sends %d elements but counts[%d] is %d", me, len(send), me, counts[me])
 	}
-	ip, err := c.inPlace(name, s, d, bd[c.pc.Rank])
+	ip, err := c.inPlace(name, s, d, a.Displs[c.pc.Rank])
 	if err != nil {
 		return nil, err
 	}
-	a := c.args(coll.Args{Send: s, Recv: d, Counts: bc, Displs: bd})
 	if ip {
 		a.Send, a.InPlace = nil, true
 	}
@@ -782,11 +796,11 @@ func alltoallvArgs[T Elem](c *Comm, name string, send []T, sendCounts, sendDispl
 	}
 	size := datatype.Size[T]()
 	s, d := datatype.Bytes(send), datatype.Bytes(recv)
-	rc, rd, err := bytesOf(c, name, "receive", recvCounts, recvDispls, size, len(d))
-	if err != nil {
+	a := c.args(coll.Args{Send: s, Recv: d})
+	var err error
+	if a.Counts, a.Displs, err = bytesOf(c, a, 0, name, "receive", recvCounts, recvDispls, size, len(d)); err != nil {
 		return nil, err
 	}
-	a := c.args(coll.Args{Send: s, Recv: d, Counts: rc, Displs: rd})
 	ip, err := c.inPlace(name, s, d, 0)
 	if err != nil {
 		return nil, err
@@ -795,7 +809,7 @@ func alltoallvArgs[T Elem](c *Comm, name string, send []T, sendCounts, sendDispl
 		a.Send, a.InPlace = nil, true
 		return a, nil
 	}
-	if a.SendCounts, a.SendDispls, err = bytesOf(c, name, "send", sendCounts, sendDispls, size, len(s)); err != nil {
+	if a.SendCounts, a.SendDispls, err = bytesOf(c, a, 2, name, "send", sendCounts, sendDispls, size, len(s)); err != nil {
 		return nil, err
 	}
 	return a, nil

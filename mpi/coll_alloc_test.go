@@ -25,6 +25,15 @@ var smallCollectives = []struct {
 	{"scatter", func(c *mpi.Comm, b *collBufs) error { return mpi.Scatter(c, b.all, b.one, 0) }},
 	{"allgather", func(c *mpi.Comm, b *collBufs) error { return mpi.Allgather(c, b.one, b.all) }},
 	{"alltoall", func(c *mpi.Comm, b *collBufs) error { return mpi.Alltoall(c, b.all, b.all2) }},
+	{"gatherv", func(c *mpi.Comm, b *collBufs) error { return mpi.Gatherv(c, b.one, b.all, b.ones, b.iota, 0) }},
+	{"scatterv", func(c *mpi.Comm, b *collBufs) error { return mpi.Scatterv(c, b.all, b.ones, b.iota, b.one, 0) }},
+	{"allgatherv", func(c *mpi.Comm, b *collBufs) error { return mpi.Allgatherv(c, b.one, b.all, b.ones, b.iota) }},
+	{"alltoallv", func(c *mpi.Comm, b *collBufs) error {
+		return mpi.Alltoallv(c, b.all, b.ones, b.iota, b.all2, b.ones, b.iota)
+	}},
+	{"scan", func(c *mpi.Comm, b *collBufs) error { return mpi.Scan(c, b.one, b.res, mpi.Sum) }},
+	{"exscan", func(c *mpi.Comm, b *collBufs) error { return mpi.Exscan(c, b.one, b.res, mpi.Sum) }},
+	{"reducescatter", func(c *mpi.Comm, b *collBufs) error { return mpi.ReduceScatter(c, b.all, b.res, b.ones, mpi.Sum) }},
 	// Nonblocking ones, waited for at once: a run is kept for the same
 	// call made again, and its algorithm's coroutine with it.
 	{"ibarrier", func(c *mpi.Comm, _ *collBufs) error { return wait(c.Ibarrier()) }},
@@ -47,9 +56,18 @@ func wait(r *mpi.Request, err error) error {
 	return err
 }
 
+// collAllocRuns is how many calls AllocsPerRun averages over: fewer than
+// the point-to-point tests' (72 cases here), still enough that one
+// allocation a call shows.
+const collAllocRuns = 50
+
 // collBufs are a rank's buffers for smallCollectives: one element, its
-// result, and one element per rank twice.
-type collBufs struct{ one, res, all, all2 []float64 }
+// result, one element per rank twice, and the v forms' counts (one each)
+// and displacements (0, 1, 2, …).
+type collBufs struct {
+	one, res, all, all2 []float64
+	ones, iota          []int
+}
 
 // TestSmallCollectivesAllocs: a small collective allocates nothing once
 // running, on one node (sm, and tuned over point-to-point without it) and
@@ -82,7 +100,11 @@ func TestSmallCollectivesAllocs(t *testing.T) {
 					if tab := c.CollTable(); !strings.Contains(tab, "="+l.coll) {
 						return fmt.Errorf("the world's slot table %q: want %s in it", tab, l.coll)
 					}
-					b := &collBufs{[]float64{1}, []float64{0}, make([]float64, c.Size()), make([]float64, c.Size())}
+					b := &collBufs{one: []float64{1}, res: []float64{0}, all: make([]float64, c.Size()), all2: make([]float64, c.Size()),
+						ones: make([]int, c.Size()), iota: make([]int, c.Size())}
+					for r := range b.ones {
+						b.ones[r], b.iota[r] = 1, r
+					}
 					call := func() error {
 						if err := op.call(c, b); err != nil {
 							return err
@@ -90,13 +112,13 @@ func TestSmallCollectivesAllocs(t *testing.T) {
 						return c.Barrier()
 					}
 					// Warm up: free lists, scratch, the shared segment.
-					for i := 0; i < 50; i++ {
+					for i := 0; i < 20; i++ {
 						if err := call(); err != nil {
 							return err
 						}
 					}
 					if c.Rank() != 0 {
-						for i := 0; i < allocRuns+1; i++ {
+						for i := 0; i < collAllocRuns+1; i++ {
 							if err := call(); err != nil {
 								return err
 							}
@@ -104,7 +126,7 @@ func TestSmallCollectivesAllocs(t *testing.T) {
 						return nil
 					}
 					var err error
-					got = testing.AllocsPerRun(allocRuns, func() {
+					got = testing.AllocsPerRun(collAllocRuns, func() {
 						if err == nil {
 							err = call()
 						}

@@ -70,7 +70,7 @@ func (x subComm) Call(op coll.Op, a *coll.Args) error { return x.c.coll.Call(op,
 func (x subComm) Table() *coll.Table { return x.c.coll }
 
 func (x subComm) Start(op coll.Op, a *coll.Args) (func() error, error) {
-	req, err := x.c.nonblocking(op, "part "+op.String(), x.c.args(*a))
+	req, err := x.c.nonblocking(op, "part "+op.String(), x.c.argsOwning(a))
 	if err != nil {
 		return nil, err
 	}

@@ -453,7 +453,7 @@ func (c *Comm) nonblockingRaw(op coll.Op, name string, v *coll.Args, k *rawCall)
 	if r == nil {
 		s.mu.Unlock()
 		var err error
-		if r, err = c.plan(op, name, c.args(*v), false); err != nil {
+		if r, err = c.plan(op, name, c.argsOwning(v), false); err != nil {
 			return nil, err
 		}
 		s.mu.Lock()

@@ -35,6 +35,7 @@ package coll
 import (
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/pml"
@@ -178,6 +179,21 @@ type Args struct {
 	// reqs is room for an algorithm's requests, kept from call to call
 	// (Requests).
 	reqs []*pml.Request
+	// ints is room for the counts and displacements a caller computes
+	// for each call, kept likewise (Ints).
+	ints [4][]int
+}
+
+// Ints returns n ints, their values undefined, from the arguments' room
+// k (0 to 3), which Reuse keeps from call to call: package mpi turns a v
+// form's element counts and displacements into bytes there, without an
+// allocation per call. What it returns stays valid until the next Ints(k)
+// on these arguments.
+func (a *Args) Ints(k, n int) []int {
+	if cap(a.ints[k]) < n {
+		a.ints[k] = make([]int, n)
+	}
+	return a.ints[k][:n]
 }
 
 // Requests returns an empty slice for an algorithm to collect its requests
@@ -199,12 +215,29 @@ func (a *Args) PutRequests(r []*pml.Request) {
 	a.reqs = r[:0]
 }
 
-// Reuse makes a hold v, with a's request room kept: the arguments of a
-// communicator's pool, filled for each call.
+// Own makes a hold v (as Reuse), with copies in a's own room of the counts
+// and displacements that v holds in v's room: v may then be reused for
+// another call while a is in use (a nonblocking collective's run).
+func (a *Args) Own(v *Args) {
+	a.Reuse(*v)
+	for k, f := range [4]*[]int{&a.Counts, &a.Displs, &a.SendCounts, &a.SendDispls} {
+		for _, room := range v.ints {
+			if len(*f) > 0 && unsafe.SliceData(*f) == unsafe.SliceData(room) {
+				mine := a.Ints(k, len(*f))
+				copy(mine, *f)
+				*f = mine
+				break
+			}
+		}
+	}
+}
+
+// Reuse makes a hold v, with a's room (Requests, Ints) kept: the
+// arguments of a communicator's pool, filled for each call.
 func (a *Args) Reuse(v Args) {
-	reqs := a.reqs
+	reqs, ints := a.reqs, a.ints
 	*a = v
-	a.reqs = reqs
+	a.reqs, a.ints = reqs, ints
 }
 
 // Func is one slot's function: it runs the operation on this rank and
