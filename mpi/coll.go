@@ -302,17 +302,15 @@ func countErr(c *Comm, name, format string, a ...any) error {
 	return mpierr.Errorf(mpierr.ErrCount, "mpi: %s on %s: %s", name, c.name, fmt.Sprintf(format, a...))
 }
 
-// bytesOf converts per-rank element counts and displacements to bytes
-// in a's room,
-// checking that there is one of each per rank, that counts are not
-// negative, and that every block lies within a buffer of n bytes.
+// bytesOf converts per-rank element counts and displacements to bytes, in
+// a's rooms room and room+1 (coll.Args.Ints), checking that there is one
+// of each per rank, that counts are not negative, and that every block
+// lies within a buffer of n bytes.
 func bytesOf(c *Comm, a *coll.Args, room int, name, what string, counts, displs []int, size, n int) ([]int, []int, error) {
 	p := c.pc.Size
 	if len(counts) != p || len(displs) != p {
 		return nil, nil, countErr(c, name, "%d %s counts and %d displacements: want one of each per rank (%d)", len(counts), what, len(displs), p)
 	}
-	// In a's room (rooms room and room+1): arguments from the pool keep
-	// it from call to call.
 	bc, bd := a.Ints(room, p), a.Ints(room+1, p)
 	for i := range counts {
 		if counts[i] < 0 || displs[i] < 0 {
