@@ -427,7 +427,8 @@ func Testall(reqs []*Request, statuses []Status) (bool, error) {
 	}
 	var failed []error
 	for i, r := range reqs {
-		st := r.Status()
+		// Test, not Status: a persistent request becomes inactive.
+		st, _, _ := r.Test()
 		if statuses != nil {
 			statuses[i] = st
 		}
@@ -448,14 +449,17 @@ func inStatus(failed []error) error {
 	return mpierr.Wrap(mpierr.ErrInStatus, fmt.Errorf("mpi: %d requests failed: %w", len(failed), errors.Join(failed...)))
 }
 
-// Waitany waits until one of the requests completes and returns its index
-// and status, and sets that entry of reqs to nil (as MPI sets it to
-// MPI_REQUEST_NULL), so that calling Waitany again finds another. With no
-// non-nil request it returns Undefined at once.
+// Waitany waits until one of the active requests completes and returns
+// its index and status, as the Wait that frees it: a persistent request
+// becomes inactive and stays in reqs for its next Start; any other entry is
+// set to nil (MPI_REQUEST_NULL), so that calling Waitany again finds
+// another, and the request may be handed out again. Entries that are nil,
+// freed by an earlier Wait, or persistent and inactive are passed over;
+// with none left it returns Undefined at once.
 func Waitany(reqs []*Request) (int, Status, error) {
 	var eng *pml.Engine
 	for _, r := range reqs {
-		if r != nil {
+		if r.Active() {
 			eng = r.Engine()
 			break
 		}
@@ -466,7 +470,7 @@ func Waitany(reqs []*Request) (int, Status, error) {
 	idx := Undefined
 	err := eng.Until(nil, func() bool {
 		for i, r := range reqs {
-			if r != nil && r.Done() {
+			if r.Active() && r.Done() {
 				idx = i
 				return true
 			}
@@ -476,24 +480,37 @@ func Waitany(reqs []*Request) (int, Status, error) {
 	if err != nil {
 		return Undefined, Status{Err: err}, err
 	}
-	st := reqs[idx].Status()
-	reqs[idx] = nil
-	return idx, st, st.Err
+	st, err := takeDone(reqs, idx)
+	return idx, st, err
 }
 
-// Testany progresses once and returns the index of a completed request (and
-// sets that entry to nil, as Waitany does), or ok false when none is.
+// takeDone returns the status of reqs[idx], which is complete, through the
+// Wait that frees it (a reused request, not one left to the collector),
+// and clears its entry unless it is persistent.
+func takeDone(reqs []*Request, idx int) (Status, error) {
+	r := reqs[idx]
+	if !r.Persistent() {
+		// Before the Wait: once freed, r may be another operation's.
+		reqs[idx] = nil
+	}
+	var st Status
+	err := r.WaitInto(nil, &st)
+	return st, err
+}
+
+// Testany progresses once and returns the index of a completed active
+// request, freeing it as Waitany does, or ok false when none is. With no
+// active request it returns Undefined and ok true.
 func Testany(reqs []*Request) (idx int, st Status, ok bool, err error) {
 	for pass := 0; pass < 2; pass++ {
 		var eng *pml.Engine
 		for i, r := range reqs {
-			if r == nil {
+			if !r.Active() {
 				continue
 			}
 			if r.Done() {
-				st := r.Status()
-				reqs[i] = nil
-				return i, st, true, st.Err
+				st, err := takeDone(reqs, i)
+				return i, st, true, err
 			}
 			eng = r.Engine()
 		}

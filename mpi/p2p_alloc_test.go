@@ -3,6 +3,7 @@ package mpi_test
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/gompi/gompi/mpi"
@@ -211,4 +212,49 @@ func TestSecondWaitFails(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A loop that completes its receives and sends with Waitany, or with
+// Testany, allocates nothing once running: the request each returns goes
+// back to its free list, as Wait's does.
+func TestWaitanyAllocs(t *testing.T) {
+	for _, name := range []string{"Waitany", "Testany"} {
+		t.Run(name, func(t *testing.T) {
+			// any completes both of reqs with the function named.
+			any := func(reqs []*mpi.Request) error {
+				for k := 0; k < 2; {
+					var i int
+					var err error
+					if name == "Waitany" {
+						i, _, err = mpi.Waitany(reqs)
+					} else {
+						var ok bool
+						if i, _, ok, err = mpi.Testany(reqs); !ok {
+							runtime.Gosched() // the peer's goroutine may need this core
+							continue
+						}
+					}
+					if err != nil {
+						return err
+					}
+					if i == mpi.Undefined {
+						return fmt.Errorf("%s: no active request with %d of 2 complete", name, k)
+					}
+					k++
+				}
+				return nil
+			}
+			pingPongAllocs(t, func(c *mpi.Comm, buf []byte, peer int) error {
+				var reqs [2]*mpi.Request
+				var err error
+				if reqs[0], err = c.Irecv(buf, peer, 8); err != nil {
+					return err
+				}
+				if reqs[1], err = c.Isend(buf[:len(buf)/2], peer, 8); err != nil {
+					return err
+				}
+				return any(reqs[:])
+			}, "btl", "self,shm", "mpi_yield_when_idle", "no")
+		})
+	}
 }

@@ -89,6 +89,34 @@ type Persistent interface {
 func (r *Request) SetPersistent(eng *Engine, p Persistent) {
 	r.InitDone(eng, Status{Source: AnySource, Tag: AnyTag}, nil)
 	r.persistent = p
+	release.Store(&r.done, doneReported)
+}
+
+// Values of Request.done past 0 (pending): complete, and, for a persistent
+// request, complete and returned to the program by a Wait or Test, which
+// makes it inactive until its next Start (MPI's rule: Waitany and Testany
+// pass an inactive request over, where a completed one not yet returned is
+// still active).
+const (
+	doneComplete = 1
+	doneReported = 2
+)
+
+// reported marks a persistent request's completion as returned to the
+// program (a Wait or Test returned it complete). The program's goroutine
+// calls it; a plain store, as Restart's.
+func (r *Request) reported() {
+	if r.persistent != nil && r.done.Load() == doneComplete {
+		release.Store(&r.done, doneReported)
+	}
+}
+
+// Active reports whether r is an active request in MPI's sense, the ones
+// Waitany and Testany look at: not nil (MPI_REQUEST_NULL), not freed by the
+// Wait that returned it, and, when persistent, started since a Wait or Test
+// last returned it complete.
+func (r *Request) Active() bool {
+	return r != nil && !r.freed && r.done.Load() != doneReported
 }
 
 // Persistent reports whether r is a persistent request.
@@ -177,7 +205,7 @@ func (r *Request) InitDone(eng *Engine, st Status, o Recycler) {
 	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, nil, nil, o, false
 	// A request back from a free list is marked done already.
 	if r.done.Load() == 0 {
-		release.Store(&r.done, 1)
+		release.Store(&r.done, doneComplete)
 	}
 }
 
@@ -193,7 +221,7 @@ func (r *Request) Complete(st Status) {
 	f := r.onDone
 	eng := r.eng
 	r.status.set(&st)
-	r.done.Store(1)
+	r.done.Store(doneComplete)
 	if f != nil {
 		f()
 	}
@@ -218,7 +246,7 @@ func (r *Request) CompleteOwn(st Status) { r.completeQuiet(st) }
 func (r *Request) completeQuiet(st Status) {
 	f := r.onDone
 	r.status.set(&st)
-	release.Store(&r.done, 1)
+	release.Store(&r.done, doneComplete)
 	if f != nil {
 		f()
 	}
@@ -238,7 +266,7 @@ func (r *Request) CompleteBatched(source, tag, count int, err error) {
 	f := r.onDone
 	s := &r.status
 	s.Source, s.Tag, s.Count, s.Cancelled, s.Err = source, tag, count, false, err
-	release.Store(&r.done, 1)
+	release.Store(&r.done, doneComplete)
 	if f != nil {
 		f()
 	}
@@ -283,6 +311,7 @@ func (r *Request) Test() (Status, bool, error) {
 			return Status{}, false, nil
 		}
 	}
+	r.reported()
 	return r.status, true, r.status.Err
 }
 
@@ -328,6 +357,7 @@ func (r *Request) WaitInto(ctx context.Context, st *Status) error {
 	if st != nil {
 		st.set(&r.status)
 	}
+	r.reported()
 	r.release()
 	return err
 }
