@@ -258,3 +258,37 @@ func TestWaitanyAllocs(t *testing.T) {
 		})
 	}
 }
+
+// Irecv, Isend and Wait allocate nothing once running at any size either:
+// a receive completed by a rendezvous (single copy, fragments, pipeline)
+// goes back to its free list through the Wait, as an eager one does.
+func TestIsendIrecvSizesAllocs(t *testing.T) {
+	for _, btl := range []string{"self,shm", "self,tcp"} {
+		for _, n := range []int{1 << 10, 32 << 10, 256 << 10, 1 << 20} {
+			t.Run(fmt.Sprint(btl, "/", n), func(t *testing.T) {
+				pingPongAllocsOf(t, n, func(c *mpi.Comm, buf []byte, peer int) error {
+					rr, err := c.Irecv(buf, peer, 9)
+					if err != nil {
+						return err
+					}
+					if c.Rank() == 1 {
+						if _, err := rr.Wait(); err != nil {
+							return err
+						}
+					}
+					sr, err := c.Isend(buf, peer, 9)
+					if err != nil {
+						return err
+					}
+					if _, err := sr.Wait(); err != nil {
+						return err
+					}
+					if c.Rank() == 0 {
+						_, err = rr.Wait()
+					}
+					return err
+				}, "btl", btl, "mpi_yield_when_idle", "no")
+			})
+		}
+	}
+}

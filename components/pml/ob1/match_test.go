@@ -323,3 +323,37 @@ func TestLostPeerTakesPlacementBack(t *testing.T) {
 		t.Fatal("a late FRAG was copied into the buffer of a failed receive")
 	}
 }
+
+// TestPipeCompletedAsItsPeerIsLost: a pipelined receive whose last PFRAG
+// is in belongs to the call that completes it. A peer lost just then does
+// not fail it as well: that finished it twice, and once a receive goes
+// back to its free list through the first Wait, the second finish would
+// complete whatever operation took it next.
+func TestPipeCompletedAsItsPeerIsLost(t *testing.T) {
+	m, pc := newTestModule(t, 2)
+	c := pc.State.(*comm)
+	buf := make([]byte, 64)
+	r := m.newRecv(c, buf, 1, 0, false)
+	// The state pipeMatched leaves: matched, half the message in place.
+	r.world, r.msgLen, r.want = 1, len(buf), len(buf)
+	r.st = pml.Status{Source: 1, Tag: 0, Count: len(buf)}
+	k := pipeKey{world: 1, id: 7}
+	m.pipeMu.Lock()
+	if m.pipes == nil {
+		m.pipes = map[pipeKey]*pipeIn{}
+	}
+	m.pipes[k] = &pipeIn{first: 32, msgLen: len(buf), r: r}
+	m.pipeMu.Unlock()
+	m.pipeDoneHook = func() { m.peerLost(1, errors.New("test: lost as its last PFRAG is placed")) }
+
+	frag := make([]byte, fragLen+32)
+	putFragOf(frag, hdrPFrag, fragHdr{dstReq: k.id, offset: 32})
+	for i := fragLen; i < len(frag); i++ {
+		frag[i] = 'P'
+	}
+	m.dispatch(1, frag)
+	st, err := r.Wait()
+	if err != nil || st.Count != len(buf) || buf[63] != 'P' {
+		t.Fatalf("Wait = %+v, %v; want the whole message (every byte arrived before the loss)", st, err)
+	}
+}

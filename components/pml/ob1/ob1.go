@@ -314,6 +314,9 @@ type module struct {
 	// runs ahead of its peers (the root of a loop of small rooted
 	// collectives) sends them one after another.
 	msgPool freeList[inMsg]
+	// pipeDoneHook, when set (tests only), runs as a pipelined receive
+	// with every byte in place is about to complete.
+	pipeDoneHook func()
 
 	nLLPHits, nLLPFallbacks, nEager, nRndv, nRget, nRgetFallbacks, nUnexpected, nOutOfOrder, nPipe atomic.Uint64
 }

@@ -111,8 +111,10 @@ func (m *module) pipeMatched(r *recvReq, world int, id uint64, first int) {
 		copy(r.buf[first:r.want], p.held[first:r.want])
 	}
 	p.held = nil
-	p.r = r
 	done := p.arrived == p.msgLen-p.first
+	if !done {
+		p.r = r // otherwise r is this call's to finish alone, as in onPFrag
+	}
 	p.mu.Unlock()
 	if done {
 		m.pipeDone(k, r)
@@ -158,6 +160,11 @@ func (m *module) onPFrag(src int, frag []byte) {
 	}
 	p.arrived += n
 	done := r != nil && p.arrived == p.msgLen-p.first
+	if done {
+		// Claimed: pipesLost must not finish r too, which may be
+		// recycled once finished.
+		p.r = nil
+	}
 	p.mu.Unlock()
 	if done {
 		m.pipeDone(k, r)
@@ -170,6 +177,9 @@ func (m *module) onPFrag(src int, frag []byte) {
 // PFRAGs than its message has could find it reused, within its own
 // messages' bounds.
 func (m *module) pipeDone(k pipeKey, r *recvReq) {
+	if m.pipeDoneHook != nil {
+		m.pipeDoneHook()
+	}
 	m.pipeMu.Lock()
 	p := m.pipes[k]
 	delete(m.pipes, k)

@@ -112,9 +112,16 @@ func (r *recvReq) finish(err error) {
 	if err != nil {
 		st.Err = err
 	}
-	// Nothing gives a receive completed here back (only eager ones are
-	// recycled), unless its blocking caller does (recycle, after this).
-	r.c.recvFree.drop(r)
+	if r.pooled || r.guard.Withdrawn() {
+		// A blocking caller gives r back itself (recycle, after this); one
+		// whose buffer was taken back may still be in a BTL's hands.
+		r.c.recvFree.drop(r)
+	} else {
+		// Nothing of ob1 refers to r once it is finished (its finisher
+		// took it out of the table or pipe that held it): the Wait that
+		// returns it may recycle it.
+		r.SetRecycler(r)
+	}
 	r.Complete(st)
 }
 
