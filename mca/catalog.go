@@ -6,6 +6,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
 )
 
@@ -210,7 +211,9 @@ func (c *Catalog) register(comp Component, origin Origin, path string) (err erro
 	c.mu.Lock()
 	fail := func(format string, a ...any) error {
 		c.mu.Unlock()
-		return fmt.Errorf("mca: registering component %s: %s", info.ID(), fmt.Sprintf(format, a...))
+		// ErrArg: the component's description is what is wrong. A
+		// check's own error keeps its class too (wrapped with %w).
+		return mpierr.Wrap(mpierr.ErrArg, fmt.Errorf("mca: registering component %s: "+format, append([]any{info.ID()}, a...)...))
 	}
 	if c.frozen {
 		return fail("the catalogue is frozen: components register during initialisation (from an init function)")
@@ -231,7 +234,7 @@ func (c *Catalog) register(comp Component, origin Origin, path string) (err erro
 	}
 	if fw.Check != nil {
 		if err := fw.Check(comp); err != nil {
-			return fail("%v", err)
+			return fail("%w", err)
 		}
 	}
 	e := &Entry{Component: comp, Info: info, Origin: origin, Framework: fw, Path: path}
@@ -255,7 +258,7 @@ func (c *Catalog) register(comp Component, origin Origin, path string) (err erro
 					}
 				}
 				c.mu.Unlock()
-				err = fmt.Errorf("mca: registering component %s: %v", info.ID(), r)
+				err = mpierr.Errorf(mpierr.ErrArg, "mca: registering component %s: %v", info.ID(), r)
 			}
 		}()
 	}

@@ -290,6 +290,21 @@ func finalizeAndCheck(r *mpitest.Rank, job string) error {
 	}
 }
 
+// progressUntil progresses r's transports until got reaches n, and fails
+// after 30 s instead of hanging until go test's timeout.
+func progressUntil(r *mpitest.Rank, got *atomic.Int64, n int64) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for got.Load() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d fragments arrived in 30 s", got.Load(), n)
+		}
+		if r.BML().Progress() == 0 {
+			runtime.Gosched()
+		}
+	}
+	return nil
+}
+
 // TestFlowControl: a sender whose receiver does not progress is refused
 // (ErrWouldBlock) once the ring is full, having written no more than the
 // ring holds; when the receiver drains, everything arrives in order and the
@@ -340,10 +355,8 @@ func TestFlowControl(t *testing.T) {
 			return err
 		}
 		if r.Rank() == 1 {
-			for got.Load() < perRing {
-				if r.BML().Progress() == 0 {
-					runtime.Gosched()
-				}
+			if err := progressUntil(r, &got, perRing); err != nil {
+				return err
 			}
 		}
 		if err := rt.Barrier(); err != nil {
@@ -362,10 +375,8 @@ func TestFlowControl(t *testing.T) {
 			return err
 		}
 		if r.Rank() == 1 {
-			for got.Load() < perRing+1 {
-				if r.BML().Progress() == 0 {
-					runtime.Gosched()
-				}
+			if err := progressUntil(r, &got, perRing+1); err != nil {
+				return err
 			}
 			if b := bad.Load(); b != nil {
 				return fmt.Errorf("%v", b)

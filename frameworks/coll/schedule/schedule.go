@@ -267,13 +267,19 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 		return err
 	}
 	var scratch []byte
+	defer func() { a.Scratch.Put(scratch) }()
 	bufs := [numBuffers][]byte{None: nil, Input: in, Output: out}
 	region := func(b Buffer, first, end int) []byte {
 		if b == None || first == end {
 			return nil
 		}
 		if b == Scratch && scratch == nil {
-			scratch = make([]byte, n)
+			// From the communicator's scratch (a loop reuses it), zeroed
+			// as new memory is: a schedule may read a block of it before
+			// any step writes there, and must read zeros, not an earlier
+			// call's data.
+			scratch = a.Scratch.Get(n)
+			clear(scratch)
 			bufs[Scratch] = scratch
 		}
 		return bufs[b][off[first] : off[end-1]+length[end-1]]
