@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/gompi/gompi/frameworks/group"
+	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -186,9 +187,11 @@ func (c *Comm) Create(g *Group) (*Comm, error) {
 
 // Free releases a communicator made by Create; the world and self cannot be
 // freed. Pending operations on it must have completed: a nonblocking
-// collective still in flight is an ErrPending error, and the communicator
-// stays (its modules' memory, coll sm's segment say, is what the
-// collective is using).
+// collective still in flight, or a receive or send not complete, is an
+// ErrPending error, and the communicator stays (its modules' memory, coll
+// sm's segment say, is what the collective is using; a receive posted on a
+// forgotten context id would never complete). Sends complete for the
+// program (eager, buffered) may still be on their way: they go out.
 func (c *Comm) Free() error {
 	if err := c.check("Free"); err != nil {
 		return err
@@ -198,6 +201,11 @@ func (c *Comm) Free() error {
 	}
 	if n := c.inst.runsOn(c); n > 0 {
 		return mpierr.Errorf(mpierr.ErrPending, "mpi: Free of %s: %d nonblocking collective(s) on it still in flight: complete them (Wait, Test) first", c.name, n)
+	}
+	if pc, ok := c.inst.pml.(pml.PendingCounter); ok {
+		if n := pc.Pending(&c.pc); n > 0 {
+			return mpierr.Errorf(mpierr.ErrPending, "mpi: Free of %s: %d point-to-point operation(s) on it not complete: complete them (Wait, Test), or Cancel the receives, first", c.name, n)
+		}
 	}
 	c.dropReusedRuns()
 	c.inst.collTables.drop(c.coll)

@@ -3,6 +3,7 @@ package mpi_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gompi/gompi/mpi"
@@ -164,4 +165,79 @@ func TestCommCreateNested(t *testing.T) {
 		}
 		return nil
 	}, mpitest.WithMCA("btl", "self,shm"))
+}
+
+// Free refuses a communicator with a point-to-point operation not complete,
+// as it does one with a nonblocking collective in flight: a receive posted
+// there would never complete once the context id is forgotten, and the
+// message meant for it could reach the next communicator given that id. A
+// cancelled receive, and a send complete for the program but not yet
+// received, do not stop it; that send still arrives.
+func TestFreeWithPointToPointPending(t *testing.T) {
+	for _, btl := range []string{"self,shm", "self,tcp"} {
+		t.Run(btl, func(t *testing.T) {
+			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				dup, err := w.Dup()
+				if err != nil {
+					return err
+				}
+				buf := make([]byte, 8)
+				if w.Rank() == 1 {
+					if _, err := w.Recv(nil, 0, 9); err != nil {
+						return err
+					}
+					if _, err := dup.Recv(buf, 0, 4); err != nil { // the Issend
+						return err
+					}
+					if _, err := w.Recv(nil, 0, 10); err != nil {
+						return err
+					}
+					if st, err := dup.Recv(buf, 0, 5); err != nil || st.Count != 1 || buf[0] != 2 {
+						return fmt.Errorf("the send made before the peer's Free: %v, %v, %d", st, err, buf[0])
+					}
+					return dup.Free()
+				}
+				pending := func(what string) error {
+					if err := dup.Free(); !errors.Is(err, mpi.ErrPending) || !strings.Contains(err.Error(), "1 point-to-point operation") {
+						return fmt.Errorf("Free with %s: %v, want ErrPending naming 1 point-to-point operation", what, err)
+					}
+					return nil
+				}
+				rr, err := dup.Irecv(buf, 1, 3)
+				if err != nil {
+					return err
+				}
+				if err := pending("a receive posted"); err != nil {
+					return err
+				}
+				if !rr.Cancel() {
+					return fmt.Errorf("the posted receive could not be cancelled")
+				}
+				if _, err := rr.Wait(); err != nil {
+					return err
+				}
+				sr, err := dup.Issend([]byte{1}, 1, 4)
+				if err != nil {
+					return err
+				}
+				if err := pending("a synchronous send not received"); err != nil {
+					return err
+				}
+				if err := w.Send(nil, 1, 9); err != nil {
+					return err
+				}
+				if _, err := sr.Wait(); err != nil {
+					return err
+				}
+				if err := dup.Send([]byte{2}, 1, 5); err != nil {
+					return err
+				}
+				if err := dup.Free(); err != nil {
+					return fmt.Errorf("Free after a send complete for the program: %v", err)
+				}
+				return w.Send(nil, 1, 10)
+			}, mpitest.WithMCA("btl", btl))
+		})
+	}
 }

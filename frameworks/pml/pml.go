@@ -225,6 +225,17 @@ type Module interface {
 	Finalize() error
 }
 
+// PendingCounter is an optional interface of a Module: Pending counts the
+// operations on c that have not completed for the program (receives posted
+// or under way, sends waiting for their receiver). Package mpi's Comm.Free
+// refuses to free a communicator that has any: a receive posted there
+// would never complete once its context id is forgotten. A send that is
+// complete for the program (eager, buffered) but still on its way does not
+// count: it goes out after the free.
+type PendingCounter interface {
+	Pending(c *Comm) int
+}
+
 // Stats are a PML's counters, read with Module.Stats. The LLP counters are
 // the low-latency path's hits (blocking sends that went through an LLP) and
 // fall-backs (sends the LLP was offered and refused with ErrNotAvailable, which

@@ -588,3 +588,66 @@ func (l *reqList) remove(r *recvReq) {
 	}
 	r.prev, r.next = nil, nil
 }
+
+// Pending implements pml.PendingCounter: the receives posted on c or under
+// way there, and its sends not yet complete (queued, waiting for an ACK or
+// FIN, or still streaming their fragments).
+func (m *module) Pending(pc *pml.Comm) int {
+	c, _ := pc.State.(*comm)
+	if c == nil {
+		return 0
+	}
+	n := 0
+	c.mu.Lock()
+	for r := c.wild.head; r != nil; r = r.next {
+		n++
+	}
+	for i := range c.peers {
+		for r := c.peers[i].posted.head; r != nil; r = r.next {
+			n++
+		}
+	}
+	c.mu.Unlock()
+	// A send may be queued and in the table at once, or in the table and
+	// streaming: counted once each.
+	sends := map[*sendReq]bool{}
+	for i := range c.send {
+		sp := &c.send[i]
+		sp.mu.Lock()
+		for _, r := range sp.queue {
+			if !r.Done() {
+				sends[r] = true
+			}
+		}
+		sp.mu.Unlock()
+	}
+	m.reqMu.Lock()
+	for _, r := range m.sends {
+		if r.c == c && !r.Done() {
+			sends[r] = true
+		}
+	}
+	for _, r := range m.recvs {
+		if r.c == c {
+			n++
+		}
+	}
+	m.reqMu.Unlock()
+	m.workMu.Lock()
+	for _, r := range m.streams {
+		if r.c == c && !r.Done() {
+			sends[r] = true
+		}
+	}
+	m.workMu.Unlock()
+	m.pipeMu.Lock()
+	for _, p := range m.pipes {
+		p.mu.Lock()
+		if p.r != nil && p.r.c == c {
+			n++
+		}
+		p.mu.Unlock()
+	}
+	m.pipeMu.Unlock()
+	return n + len(sends)
+}
