@@ -80,6 +80,14 @@ func (x subComm) Start(op coll.Op, a *coll.Args) (func() error, error) {
 	}, nil
 }
 
+// NBTag takes the part's next run tag; the caller is a Plan's Start, under
+// the instance's nbc.mu, which guards nbSeq.
+func (x subComm) NBTag() int {
+	t := coll.NBTag(x.c.nbSeq)
+	x.c.nbSeq++
+	return t
+}
+
 // Free releases the part without the checks of Comm.Free: the module that
 // made it frees it, also while the instance finalizes.
 func (x subComm) Free() error {

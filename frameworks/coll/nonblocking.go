@@ -134,6 +134,21 @@ func (t *Table) Plan(op Op, c Comm, a *Args) (Plan, error) {
 	return f(c, a)
 }
 
+// PlanCoroutine plans op's nonblocking form on c as coll nbc fills a slot,
+// whatever fills it here: the blocking algorithm of the highest module that
+// is not Serial, run as a coroutine in the run's tags. Runs planned so may
+// start in a different order on different ranks, which a Serial module's
+// native plans may not (sm's runs take their turns in its shared segment in
+// the order they start): a component that starts the phases of several
+// runs on a part as each becomes ready (han) plans them so.
+func (t *Table) PlanCoroutine(op Op, c Comm, a *Args) (Plan, error) {
+	if op < 0 || op >= NumOps {
+		return nil, mpierr.Errorf(mpierr.ErrUnsupportedOp, "coll: %s is not an operation", op)
+	}
+	a.Op, a.Scratch, a.Blocking, a.coroutines = op, &t.scratch, t.parallel[op], &t.coroutines
+	return Coroutine(c, a, a.Blocking)
+}
+
 // fillNonblocking fills the nonblocking slots from the modules that
 // implement Nonblocking, and finds for each operation the blocking function
 // that a coroutine may run beside other operations (Args.Blocking).

@@ -35,6 +35,13 @@ type Sub interface {
 	// nonblocking slots, and returns the wait for its end. a and its
 	// buffers must stay as they are until the wait returns.
 	Start(op Op, a *Args) (wait func() error, err error)
+	// NBTag takes the base tag of the part's next nonblocking run (NBTag),
+	// as Start's runs take theirs. A Plan that runs phases on the part
+	// takes one per phase from its own Start, under the lock every Plan
+	// method runs under: every rank of the part then takes them in the
+	// order the communicator's collectives start, which MPI makes the same
+	// on every rank.
+	NBTag() int
 	// Table is the part's slot table (its String shows who fills each).
 	Table() *Table
 	// Free releases the part's table and context. The component that made

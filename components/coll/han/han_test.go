@@ -3,9 +3,11 @@ package han_test
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/gompi/gompi/components/coll/han"
 	"github.com/gompi/gompi/internal/collcheck"
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpierr"
@@ -84,13 +86,23 @@ func TestConformance(t *testing.T) {
 				if strings.Contains(node.CollTable(), "han") {
 					return fmt.Errorf("a node's communicator %s has han in its table: %s", node.Name(), node.CollTable())
 				}
-				// Nonblocking collectives beside han's blocking ones run
-				// through the components below it.
-				if err := collcheck.Run(w, collcheck.Options{Mode: collcheck.Nonblocking, Only: hanOps, Counts: []int{7}}); err != nil {
-					return err
+				// Nonblocking and persistent collectives: han's phases for
+				// barrier, bcast, reduce and allreduce (the components below
+				// it for the rest and for the calls it passes on), several
+				// in flight, beside blocking ones and point-to-point.
+				for _, mode := range []collcheck.Mode{collcheck.Nonblocking, collcheck.Persistent} {
+					no := o
+					no.Mode, no.Runs = mode, 2
+					for _, cm := range []*mpi.Comm{w, half} {
+						if err := collcheck.Run(cm, no); err != nil {
+							return fmt.Errorf("%s on %s: %w", mode, cm.Name(), err)
+						}
+					}
 				}
 				return errors.Join(half.Free(), node.Free())
-			}, opts(l.nodes, mpitest.WithMCA("coll_han_segment_bytes", "1k"))...)
+			}, opts(l.nodes, mpitest.WithMCA("coll_han_segment_bytes", "1k"),
+				// The largest count's nonblocking calls go below han.
+				mpitest.WithMCA(han.NonblockingMaxParam, "4k"))...)
 		})
 	}
 }
@@ -170,6 +182,72 @@ func TestSpreadAllreduce(t *testing.T) {
 			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
 				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"allreduce"}, Counts: []int{1, 7, 1000}})
 			}, opts(nodes, mpitest.WithMCA("coll_han_allreduce_spread_bytes", "8"))...)
+		})
+	}
+}
+
+// A nonblocking allreduce on two nodes of two ranks runs han's phases: only
+// the leaders exchange over tcp (one message each a call), where the flat
+// algorithm below han has every rank send one (four a call), as it does
+// for calls above coll_han_nonblocking_max_bytes. Persistent runs the same.
+func TestNonblockingPhasesCrossOnce(t *testing.T) {
+	const calls = 20
+	for _, c := range []struct {
+		name string
+		mca  []mpitest.Option
+		want float64 // tcp messages a call, all ranks
+	}{
+		{"han", nil, 2},
+		{"flat", []mpitest.Option{mpitest.WithMCA("coll", "^han")}, 4},
+		{"above the bound", []mpitest.Option{mpitest.WithMCA(han.NonblockingMaxParam, "7")}, 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				in, out := []float64{float64(w.Rank())}, []float64{0}
+				pers, err := mpi.AllreduceInit(w, in, out, mpi.Sum)
+				if err != nil {
+					return err
+				}
+				// Warm up: the parts, the connections.
+				if err := mpi.Allreduce(w, in, out, mpi.Sum); err != nil {
+					return err
+				}
+				tcp := func() float64 { return float64(w.Instance().TransportStats()["tcp"].Frames) }
+				if err := mpi.Barrier(w); err != nil {
+					return err
+				}
+				before := tcp()
+				for i := 0; i < calls; i++ {
+					req, err := mpi.Iallreduce(w, in, out, mpi.Sum)
+					if err != nil {
+						return err
+					}
+					if _, err := req.Wait(); err != nil {
+						return err
+					}
+					if err := pers.Start(); err != nil {
+						return err
+					}
+					if _, err := pers.Wait(); err != nil {
+						return err
+					}
+					if out[0] != 6 {
+						return fmt.Errorf("sum %v, want 6", out[0])
+					}
+				}
+				sent := []float64{(tcp() - before) / (2 * calls)}
+				if err := mpi.Allreduce(w, sent, sent, mpi.Sum); err != nil {
+					return err
+				}
+				if w.Rank() == 0 && math.Abs(sent[0]-c.want) > 0.1 {
+					return fmt.Errorf("%.2f tcp messages a call over all ranks; want %v", sent[0], c.want)
+				}
+				if c.name == "han" && w.Rank() == 0 {
+					t.Logf("%.2f tcp messages a call", sent[0])
+				}
+				return pers.Free()
+			}, opts([]int{0, 0, 1, 1}, c.mca...)...)
 		})
 	}
 }

@@ -19,6 +19,7 @@ type module struct {
 	log     *mca.Logger
 	segment int
 	spread  int // coll_han_allreduce_spread_bytes
+	nbMax   int // coll_han_nonblocking_max_bytes
 	// anyReducer is int64 max: the ranks' agreement on whether any failed.
 	anyReducer datatype.Reducer
 	// phase names the component chosen for each operation's phases, ""

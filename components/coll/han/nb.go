@@ -1,0 +1,209 @@
+package han
+
+import (
+	"github.com/gompi/gompi/frameworks/coll"
+)
+
+// Nonblocking and persistent collectives through han. Barrier, bcast,
+// allreduce and reduce run as han's blocking forms do, node phase, leaders'
+// phase, node phase, each phase a nonblocking collective on a part, planned
+// once as a coroutine of the part's blocking algorithm (tuned's, over shm
+// within a node and tcp between the leaders: see plan for why not sm's),
+// and started when the phase before it completes. Without this, a nonblocking collective on a
+// communicator over several nodes ran the flat algorithm below han.
+
+// NBFunc fills the nonblocking slots of the operations han runs as a fixed
+// list of phases.
+func (m *module) NBFunc(op coll.Op) coll.NBFunc {
+	switch op {
+	case coll.Barrier, coll.Bcast, coll.Reduce, coll.Allreduce:
+		return m.plan
+	}
+	return nil
+}
+
+// takesNB reports whether han plans a's call. It leaves what its blocking
+// form passes below (nothing to move, an order it cannot keep), calls
+// larger than coll_han_nonblocking_max_bytes (its phases are whole, where
+// the algorithms below pipeline large messages), and a reduce whose root is
+// not its node's leader (the result's last hop within the node is no
+// collective of a part).
+func (m *module) takesNB(c coll.Comm, a *coll.Args) bool {
+	fits := func(n int) bool { return n > 0 && n <= m.nbMax }
+	switch a.Op {
+	case coll.Barrier:
+		return true
+	case coll.Bcast:
+		return fits(len(a.Recv))
+	case coll.Allreduce:
+		return fits(len(a.Recv)) && m.keepsOrder(a)
+	case coll.Reduce:
+		return fits(len(a.Input())) && m.keepsOrder(a) && a.Root == m.leader(m.node[a.Root])
+	}
+	return false
+}
+
+// plan plans a's call as phases on the parts, or, for a call han does not
+// take, as nbc does: the blocking algorithm below han run as a coroutine.
+// The parts are made here at the communicator's first han call, blocking
+// or not (every rank plans its nonblocking collectives in the same order).
+func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
+	if !m.takesNB(c, a) {
+		return coll.Coroutine(c, a, a.Blocking)
+	}
+	p, err := m.setup(c)
+	if err != nil {
+		return nil, err
+	}
+	pl := &phasePlan{scratch: a.Scratch, phases: make([]phase, 0, 3)}
+	me := c.Rank()
+	k, k0 := m.node[me], m.node[a.Root]
+	n := len(a.Recv)
+	switch a.Op {
+	case coll.Barrier:
+		pl.add(p.node, coll.Barrier, coll.Args{})
+		if p.leaders != nil {
+			pl.add(p.leaders, coll.Barrier, coll.Args{})
+		}
+		pl.add(p.node, coll.Barrier, coll.Args{})
+	case coll.Bcast:
+		if k == k0 && a.Root != m.leader(k0) {
+			// The root's node has the data after its own bcast, as in the
+			// blocking form; its leader then serves the other nodes.
+			pl.add(p.node, coll.Bcast, coll.Args{Recv: a.Recv, Root: m.local[a.Root]})
+			if p.leaders != nil {
+				pl.add(p.leaders, coll.Bcast, coll.Args{Recv: a.Recv, Root: k0})
+			}
+			break
+		}
+		if p.leaders != nil {
+			pl.add(p.leaders, coll.Bcast, coll.Args{Recv: a.Recv, Root: k0})
+		}
+		pl.add(p.node, coll.Bcast, coll.Args{Recv: a.Recv})
+	case coll.Allreduce:
+		if p.leaders != nil {
+			pl.add(p.node, coll.Reduce, coll.Args{Send: a.Send, Recv: a.Recv, InPlace: a.InPlace, Reducer: a.Reducer})
+			pl.add(p.leaders, coll.Allreduce, coll.Args{Recv: a.Recv, InPlace: true, Reducer: a.Reducer})
+		} else {
+			pl.add(p.node, coll.Reduce, coll.Args{Send: a.Input(), Recv: pl.lend(n), Reducer: a.Reducer})
+		}
+		pl.add(p.node, coll.Bcast, coll.Args{Recv: a.Recv})
+	case coll.Reduce:
+		// The root is its node's leader (takesNB): no hand-over after.
+		n = len(a.Input())
+		spare := pl.lend(n)
+		na := coll.Args{Send: a.Input(), Recv: spare, Reducer: a.Reducer}
+		if p.leaders != nil {
+			acc := a.Recv
+			if me != a.Root {
+				acc = pl.lend(n)
+			}
+			na.Recv = acc
+			if me == a.Root && a.InPlace {
+				na.Send, na.InPlace = nil, true
+			}
+			ua := coll.Args{Send: acc, Recv: spare, Root: k0, Reducer: a.Reducer}
+			if k == k0 {
+				ua.Send, ua.Recv, ua.InPlace = nil, acc, true
+			}
+			pl.add(p.node, coll.Reduce, na)
+			pl.add(p.leaders, coll.Reduce, ua)
+		} else {
+			pl.add(p.node, coll.Reduce, na)
+		}
+	}
+	for i := range pl.phases {
+		// Coroutines in the run's tags, not the part's own nonblocking
+		// slots: a phase starts when the one before it completes, so the
+		// phases of several runs start on a part in an order that differs
+		// from rank to rank, which sm's runs, taking turns in one shared
+		// segment by the order they start, cannot follow.
+		ph := &pl.phases[i]
+		if ph.plan, err = ph.sub.Table().PlanCoroutine(ph.op, ph.sub, &ph.args); err != nil {
+			pl.Free()
+			return nil, err
+		}
+	}
+	return pl, nil
+}
+
+// phase is one collective of a han plan on one part.
+type phase struct {
+	sub  coll.Sub
+	op   coll.Op
+	args coll.Args // the sub-plan's, alive as long as it
+	plan coll.Plan
+	tag  int // this run's, taken at Start
+}
+
+// phasePlan runs its phases one after another, each started when the one
+// before completes; it holds the scratch its phases use as long as it
+// lives (a persistent collective's runs use the same).
+type phasePlan struct {
+	phases  []phase // made with their final capacity: the args' addresses stay
+	cur     int
+	scratch *coll.Scratch
+	lent    [][]byte
+}
+
+func (pl *phasePlan) add(sub coll.Sub, op coll.Op, a coll.Args) {
+	pl.phases = append(pl.phases, phase{sub: sub, op: op, args: a})
+}
+
+// lend takes n bytes of the communicator's scratch for the plan's life.
+func (pl *phasePlan) lend(n int) []byte {
+	b := pl.scratch.Get(n)
+	pl.lent = append(pl.lent, b)
+	return b
+}
+
+// Start takes every phase's tag from its part now, in the order the
+// communicator's collectives start, which is the same on every rank; a
+// tag taken when the phase starts would follow the order in which runs
+// happen to complete, which is not.
+func (pl *phasePlan) Start(int) error {
+	for i := range pl.phases {
+		pl.phases[i].tag = pl.phases[i].sub.NBTag()
+	}
+	pl.cur = 0
+	return pl.phases[0].plan.Start(pl.phases[0].tag)
+}
+
+// Progress advances the current phase and starts the next when it is done.
+func (pl *phasePlan) Progress() (bool, error) {
+	for {
+		ph := &pl.phases[pl.cur]
+		done, err := ph.plan.Progress()
+		if !done {
+			return false, nil
+		}
+		if err != nil {
+			return true, err
+		}
+		if pl.cur++; pl.cur == len(pl.phases) {
+			return true, nil
+		}
+		next := &pl.phases[pl.cur]
+		if err := next.plan.Start(next.tag); err != nil {
+			return true, err
+		}
+	}
+}
+
+// Free frees the phases' plans and gives the scratch back.
+func (pl *phasePlan) Free() {
+	for i := range pl.phases {
+		if p := pl.phases[i].plan; p != nil {
+			p.Free()
+			pl.phases[i].plan = nil
+		}
+	}
+	pl.scratch.Put(pl.lent...)
+	pl.lent = nil
+}
+
+// Reusable: the same call may start the plan again. Its phases are
+// coroutines of blocking algorithms, which decide from the arguments at
+// every run (a persistent collective restarts them too), and the parts and
+// the scratch it holds do not change: nothing it chose can go stale.
+func (pl *phasePlan) Reusable() bool { return true }
