@@ -5,7 +5,7 @@ import (
 )
 
 // Nonblocking and persistent collectives through han. Barrier, bcast,
-// allreduce and reduce run as han's blocking forms do, node phase, leaders'
+// allreduce, reduce and allgather(v) run as han's blocking forms do, node phase, leaders'
 // phase, node phase, each phase a nonblocking collective on a part, planned
 // once as a coroutine of the part's blocking algorithm (tuned's, over shm
 // within a node and tcp between the leaders: see plan for why not sm's),
@@ -16,10 +16,26 @@ import (
 // list of phases.
 func (m *module) NBFunc(op coll.Op) coll.NBFunc {
 	switch op {
-	case coll.Barrier, coll.Bcast, coll.Reduce, coll.Allreduce:
+	case coll.Barrier, coll.Bcast, coll.Reduce, coll.Allreduce, coll.Allgather, coll.Allgatherv:
 		return m.plan
 	}
 	return nil
+}
+
+// blocksOf returns an allgather's (or allgatherv's) blocks: rank r's count
+// and its displacement in Recv, and the bytes of all of them.
+func blocksOf(c coll.Comm, a *coll.Args) (count, displ func(r int) int, total int) {
+	if a.Op == coll.Allgatherv {
+		for _, n := range a.Counts {
+			total += n
+		}
+		return func(r int) int { return a.Counts[r] }, func(r int) int { return a.Displs[r] }, total
+	}
+	block := len(a.Send)
+	if a.InPlace {
+		block = len(a.Recv) / c.Size()
+	}
+	return func(int) int { return block }, func(r int) int { return r * block }, block * c.Size()
 }
 
 // takesNB reports whether han plans a's call. It leaves what its blocking
@@ -39,6 +55,9 @@ func (m *module) takesNB(c coll.Comm, a *coll.Args) bool {
 		return fits(len(a.Recv)) && m.keepsOrder(a)
 	case coll.Reduce:
 		return fits(len(a.Input())) && m.keepsOrder(a) && a.Root == m.leader(m.node[a.Root])
+	case coll.Allgather, coll.Allgatherv:
+		_, _, total := blocksOf(c, a)
+		return fits(total)
 	}
 	return false
 }
@@ -111,6 +130,8 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 		} else {
 			pl.add(p.node, coll.Reduce, na)
 		}
+	case coll.Allgather, coll.Allgatherv:
+		m.planGatherAll(c, a, p, pl)
 	}
 	for i := range pl.phases {
 		// Coroutines in the run's tags, not the part's own nonblocking
@@ -125,6 +146,56 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 		}
 	}
 	return pl, nil
+}
+
+// planGatherAll adds allgather's (allgatherv's) phases to pl, as the
+// blocking gatherAll runs them: the node's blocks gathered to its leader,
+// the leaders' allgatherv of the nodes' blocks, the node's bcast of all;
+// then, when the nodes' packing is not Recv's own layout, every rank
+// unpacks it into rank order (pl.finish). The packing's slices are the
+// plan's own.
+func (m *module) planGatherAll(c coll.Comm, a *coll.Args, p *parts, pl *phasePlan) {
+	size, me := c.Size(), c.Rank()
+	k := m.node[me]
+	count, displ, _ := blocksOf(c, a)
+	var f frame
+	nodeOff, nodeLen, rankOff, total := m.packed(&f, count)
+	dense := m.consecutive
+	for r := 0; r < size && dense; r++ {
+		dense = displ(r) == rankOff[r]
+	}
+	mine := a.Send
+	if a.InPlace {
+		mine = a.Recv[displ(me) : displ(me)+count(me)]
+	}
+	all := a.Recv[:min(total, len(a.Recv))]
+	if !dense {
+		all = pl.lend(total)
+		pl.finish = func() {
+			for r := 0; r < size; r++ {
+				copy(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
+			}
+		}
+	}
+	displs, lens := m.nodeLayout(&f, k, count, rankOff)
+	var nodeBuf []byte
+	if p.leaders != nil {
+		nodeBuf = all[nodeOff[k] : nodeOff[k]+nodeLen[k]]
+	}
+	na := coll.Args{Send: mine, Recv: nodeBuf}
+	gop := coll.Gather
+	if a.Op == coll.Allgatherv {
+		gop = coll.Gatherv
+		na.Counts, na.Displs = lens, displs
+	}
+	if p.leaders != nil && dense && a.InPlace {
+		na.Send, na.InPlace = nil, true // the leader's block is where the node's block starts
+	}
+	pl.add(p.node, gop, na)
+	if p.leaders != nil {
+		pl.add(p.leaders, coll.Allgatherv, coll.Args{Recv: all, InPlace: true, Counts: nodeLen, Displs: nodeOff})
+	}
+	pl.add(p.node, coll.Bcast, coll.Args{Recv: all})
 }
 
 // phase is one collective of a han plan on one part.
@@ -144,6 +215,9 @@ type phasePlan struct {
 	cur     int
 	scratch *coll.Scratch
 	lent    [][]byte
+	// finish, when set, runs once the last phase is done (allgather's
+	// unpacking into rank order).
+	finish func()
 }
 
 func (pl *phasePlan) add(sub coll.Sub, op coll.Op, a coll.Args) {
@@ -181,6 +255,9 @@ func (pl *phasePlan) Progress() (bool, error) {
 			return true, err
 		}
 		if pl.cur++; pl.cur == len(pl.phases) {
+			if pl.finish != nil {
+				pl.finish()
+			}
 			return true, nil
 		}
 		next := &pl.phases[pl.cur]
