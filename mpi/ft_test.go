@@ -327,6 +327,44 @@ func TestFailureAcrossNodes(t *testing.T) {
 	}
 }
 
+// TestFailureReachesNonblockingAcrossNodes: the same on fake nodes, where
+// coll han runs Iallreduce and Ibcast as phases on its parts, one started
+// when the one before completes: a death (a node's leader, or not) fails
+// every survivor's Wait, also on the node without the dead rank, whose
+// next phase is on a part that never held it.
+func TestFailureReachesNonblockingAcrossNodes(t *testing.T) {
+	for _, victim := range []int{0, 3} {
+		t.Run(fmt.Sprintf("victim%d", victim), func(t *testing.T) {
+			runBounded(t, 4, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				sum := make([]int64, 1)
+				data := make([]int32, 100)
+				for it := 0; ; it++ {
+					if w.Rank() == victim && it == 7 {
+						r.Die()
+					}
+					r1, err := mpi.Iallreduce(w, []int64{1}, sum, mpi.Sum)
+					if err == nil {
+						var r2 *mpi.Request
+						if r2, err = mpi.Ibcast(w, data, it%4); err == nil {
+							err = mpi.Waitall([]*mpi.Request{r1, r2}, nil)
+						}
+					}
+					if err != nil {
+						if !failedOrRevoked(err) {
+							return fmt.Errorf("iteration %d: %v, want ErrProcFailed", it, err)
+						}
+						return nil
+					}
+					if sum[0] != 4 {
+						return fmt.Errorf("iteration %d: sum %d, want 4", it, sum[0])
+					}
+				}
+			}, mpitest.WithNodes([]int{0, 0, 1, 1}), mpitest.WithMCA("btl", "self,shm,tcp"))
+		})
+	}
+}
+
 // TestFailedCommunicator: what else a survivor may do on a communicator
 // with a dead member. Making communicators from it collectively fails at
 // once; point-to-point with live peers works; AnySource receives fail with
