@@ -169,7 +169,7 @@ func TestHydraTwoHosts(t *testing.T) {
 // communicators han makes for a host's ranks do not (sm there), under
 // gompi's mpirun and under Hydra.
 func TestHierarchicalCollectives(t *testing.T) {
-	verbose := func(t *testing.T, launcher string, args ...string) {
+	verbose := func(t *testing.T, launcher string, args ...string) string {
 		cmd := exec.Command(launcher, args...)
 		cmd.Env = append(env(), "OMPI_MCA_coll_base_verbose=10")
 		p := testutil.Start(t, cmd)
@@ -178,18 +178,33 @@ func TestHierarchicalCollectives(t *testing.T) {
 			t.Fatalf("%s: status %d\nstdout:\n%s\nstderr:\n%s", launcher, p.Code, p.Stdout, p.Stderr)
 		}
 		checkHan(t, p.Stdout.String(), p.Stderr.String())
+		return p.Stderr.String()
 	}
 	hosts(t)
 	t.Run("mpirun", func(t *testing.T) {
-		verbose(t, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2", bin.coll)
+		_ = verbose(t, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2", bin.coll)
 	})
+	// han's nonblocking and persistent phases between processes on two
+	// hosts (several in flight, beside blocking ones and point-to-point).
+	for _, mode := range []string{"nonblocking", "persistent"} {
+		t.Run("mpirun "+mode, func(t *testing.T) {
+			stderr := verbose(t, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2", bin.coll, mode)
+			if n := len(worldNB.FindAllString(stderr, -1)); n != 4 {
+				t.Errorf("%d ranks' world tables fill iallreduce with han, want 4:\n%s", n, stderr)
+			}
+		})
+	}
 	t.Run("hydra", func(t *testing.T) {
 		if _, err := exec.LookPath("mpiexec.mpich"); err != nil {
 			t.Skip("needs MPICH's mpiexec.mpich (apt-get install mpich)")
 		}
-		verbose(t, "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", script("agent.sh"), "-hosts", "a:2,b:2", "-n", "4", bin.coll)
+		_ = verbose(t, "mpiexec.mpich", "-launcher", "ssh", "-launcher-exec", script("agent.sh"), "-hosts", "a:2,b:2", "-n", "4", bin.coll)
 	})
 }
+
+// worldNB is a verbose slot table of the world whose nonblocking allreduce
+// is han's.
+var worldNB = regexp.MustCompile(`slot table: rank=\d+ comm="?MPI_COMM_WORLD"? size=4 table="[^"]*" nonblocking="[^"]*\biallreduce=han\b`)
 
 var partTable = regexp.MustCompile(`slot table: rank=\d+ comm="?([^"\s]+\.part\([^)]*\))"? size=(\d+) table="([^"]*)"`)
 
