@@ -132,8 +132,9 @@ func (c *Component) Register(r *mca.Registrar) {
 				ops = append(ops, o.String())
 			}
 			ps[p] = r.Add(params.Def{Name: PhaseParam(op, p), Type: params.String, Scope: params.ScopeAllEq, Level: 6,
-				Help: fmt.Sprintf("The coll component that runs the %s of han's %s (its %s, on %s); empty: the one that "+
-					"fills the slot there, as selection chose (sm within a node, tuned among the leaders)", what, op, strings.Join(ops, " and "), where)})
+				Help: fmt.Sprintf("The coll component that runs the %s of han's blocking %s (its %s, on %s); empty: the one that "+
+					"fills the slot there, as selection chose (sm within a node, tuned among the leaders). Nonblocking calls "+
+					"run each phase as a coroutine of the highest component there that is not serial (tuned)", what, op, strings.Join(ops, " and "), where)})
 		}
 		c.phase[op] = &ps
 	}
