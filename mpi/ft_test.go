@@ -272,6 +272,36 @@ func TestAgreeAcrossDeaths(t *testing.T) {
 	}
 }
 
+// nonblockingUntilFailed loops on Iallreduce and Ibcast on the world until
+// one fails, which must be with ErrProcFailed (or revoked): the victim
+// dies in iteration dieAt. Until then the sums must be right.
+func nonblockingUntilFailed(r *mpitest.Rank, victim, dieAt int) error {
+	w := r.CommWorld()
+	sum := make([]int64, 1)
+	data := make([]int32, 100)
+	for it := 0; ; it++ {
+		if w.Rank() == victim && it == dieAt {
+			r.Die()
+		}
+		r1, err := mpi.Iallreduce(w, []int64{1}, sum, mpi.Sum)
+		if err == nil {
+			var r2 *mpi.Request
+			if r2, err = mpi.Ibcast(w, data, it%4); err == nil {
+				err = mpi.Waitall([]*mpi.Request{r1, r2}, nil)
+			}
+		}
+		if err != nil {
+			if !failedOrRevoked(err) {
+				return fmt.Errorf("iteration %d: %v, want ErrProcFailed", it, err)
+			}
+			return nil
+		}
+		if want := int64(w.Size()); sum[0] != want {
+			return fmt.Errorf("iteration %d: sum %d, want %d", it, sum[0], want)
+		}
+	}
+}
+
 // TestFailureReachesNonblocking: a rank dies while the others loop on
 // Iallreduce and Ibcast (sm's own plans, and tuned's algorithms as
 // coroutines): their Waits fail with ErrProcFailed.
@@ -281,30 +311,12 @@ func TestFailureReachesNonblocking(t *testing.T) {
 			runBounded(t, 4, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
 				sum := make([]int64, 1)
-				data := make([]int32, 100)
 				// sm runs its own nonblocking plans once a blocking call
 				// has set its segment up.
 				if err := mpi.Allreduce(w, []int64{1}, sum, mpi.Sum); err != nil {
 					return err
 				}
-				for it := 0; ; it++ {
-					if w.Rank() == 1 && it == 7 {
-						r.Die()
-					}
-					r1, err := mpi.Iallreduce(w, []int64{1}, sum, mpi.Sum)
-					if err == nil {
-						var r2 *mpi.Request
-						if r2, err = mpi.Ibcast(w, data, it%4); err == nil {
-							err = mpi.Waitall([]*mpi.Request{r1, r2}, nil)
-						}
-					}
-					if err != nil {
-						if !failedOrRevoked(err) {
-							return fmt.Errorf("iteration %d: %v, want ErrProcFailed", it, err)
-						}
-						return nil
-					}
-				}
+				return nonblockingUntilFailed(r, 1, 7)
 			}, sel.opts()...)
 		})
 	}
@@ -336,30 +348,7 @@ func TestFailureReachesNonblockingAcrossNodes(t *testing.T) {
 	for _, victim := range []int{0, 3} {
 		t.Run(fmt.Sprintf("victim%d", victim), func(t *testing.T) {
 			runBounded(t, 4, func(r *mpitest.Rank) error {
-				w := r.CommWorld()
-				sum := make([]int64, 1)
-				data := make([]int32, 100)
-				for it := 0; ; it++ {
-					if w.Rank() == victim && it == 7 {
-						r.Die()
-					}
-					r1, err := mpi.Iallreduce(w, []int64{1}, sum, mpi.Sum)
-					if err == nil {
-						var r2 *mpi.Request
-						if r2, err = mpi.Ibcast(w, data, it%4); err == nil {
-							err = mpi.Waitall([]*mpi.Request{r1, r2}, nil)
-						}
-					}
-					if err != nil {
-						if !failedOrRevoked(err) {
-							return fmt.Errorf("iteration %d: %v, want ErrProcFailed", it, err)
-						}
-						return nil
-					}
-					if sum[0] != 4 {
-						return fmt.Errorf("iteration %d: sum %d, want 4", it, sum[0])
-					}
-				}
+				return nonblockingUntilFailed(r, victim, 7)
 			}, mpitest.WithNodes([]int{0, 0, 1, 1}), mpitest.WithMCA("btl", "self,shm,tcp"))
 		})
 	}

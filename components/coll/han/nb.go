@@ -155,19 +155,10 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 // unpacks it into rank order (pl.finish). The packing's slices are the
 // plan's own.
 func (m *module) planGatherAll(c coll.Comm, a *coll.Args, p *parts, pl *phasePlan) {
-	size, me := c.Size(), c.Rank()
-	k := m.node[me]
+	size, k := c.Size(), m.node[c.Rank()]
 	count, displ, _ := blocksOf(c, a)
 	var f frame
-	nodeOff, nodeLen, rankOff, total := m.packed(&f, count)
-	dense := m.consecutive
-	for r := 0; r < size && dense; r++ {
-		dense = displ(r) == rankOff[r]
-	}
-	mine := a.Send
-	if a.InPlace {
-		mine = a.Recv[displ(me) : displ(me)+count(me)]
-	}
+	nodeOff, nodeLen, rankOff, total, dense, mine := m.packedAll(&f, c, a, count, displ)
 	all := a.Recv[:min(total, len(a.Recv))]
 	if !dense {
 		all = pl.lend(total)

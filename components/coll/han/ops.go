@@ -452,6 +452,23 @@ func (m *module) allgatherv(c coll.Comm, a *coll.Args) error {
 	return m.gatherAll(c, a, func(r int) int { return a.Counts[r] }, func(r int) int { return a.Displs[r] })
 }
 
+// packedAll is an allgather's packing (packed) in f, whether it is Recv's
+// own layout (dense: the phases can then work in Recv itself), and this
+// rank's block.
+func (m *module) packedAll(f *frame, c coll.Comm, a *coll.Args, count, displ func(r int) int) (nodeOff, nodeLen, rankOff []int, total int, dense bool, mine []byte) {
+	nodeOff, nodeLen, rankOff, total = m.packed(f, count)
+	dense = m.consecutive
+	for r := 0; r < c.Size() && dense; r++ {
+		dense = displ(r) == rankOff[r]
+	}
+	mine = a.Send
+	if a.InPlace {
+		me := c.Rank()
+		mine = a.Recv[displ(me) : displ(me)+count(me)]
+	}
+	return nodeOff, nodeLen, rankOff, total, dense, mine
+}
+
 // gatherAll is allgather and allgatherv, rank r's block being count(r)
 // bytes at displ(r) of Recv.
 func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) int) error {
@@ -463,17 +480,7 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 	defer m.leave(f)
 	size, me := c.Size(), c.Rank()
 	k := m.node[me]
-	nodeOff, nodeLen, rankOff, total := m.packed(f, count)
-	// dense: the packing is Recv's own layout, so the phases can work in
-	// Recv itself.
-	dense := m.consecutive
-	for r := 0; r < size && dense; r++ {
-		dense = displ(r) == rankOff[r]
-	}
-	mine := a.Send
-	if a.InPlace {
-		mine = a.Recv[displ(me) : displ(me)+count(me)]
-	}
+	nodeOff, nodeLen, rankOff, total, dense, mine := m.packedAll(f, c, a, count, displ)
 	all := a.Recv[:min(total, len(a.Recv))]
 	if !dense {
 		all = a.Scratch.Get(total)
