@@ -99,6 +99,12 @@ const (
 	blockingTagTop = -1000
 )
 
+// RunTag maps tag t of an algorithm (Tag's range: Tag(op, phase)) into the
+// window of the nonblocking run whose base tag is base (NBTag), as a
+// coroutine's Comm maps its algorithm's tags: for a plan's own messages
+// beside the collectives it runs in that window, in a phase they use not.
+func RunTag(base, t int) (int, error) { return runTag(base, t) }
+
 // runTag maps tag t of an algorithm (Tag's range) into the window of the
 // run whose base tag is base.
 func runTag(base, t int) (int, error) {

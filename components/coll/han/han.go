@@ -111,13 +111,14 @@ func (c *Component) Register(r *mca.Registrar) {
 			"against 447 through one leader, 1 MiB 515 against 1085, 2 MiB 1.8 ms against 2.5; at 256 KiB one leader " +
 			"was as fast or faster"})
 	c.nbMax = r.Add(params.Def{Name: NonblockingMaxParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "512k",
-		Help: "Nonblocking and persistent bcasts, reduces, allreduces and allgathers (v) of at most this many bytes (all the ranks' blocks, for an allgather) run as han's " +
+		Help: "Nonblocking and persistent bcasts, reduces, allreduces, gathers and allgathers (v) of at most this many bytes (all the ranks' blocks, for a gather) run as han's " +
 			"phases (node, leaders, node), each a nonblocking collective of its part started when the one before " +
 			"completes; larger ones, and all of them when 0, run the algorithm below han as a coroutine, as coll nbc " +
 			"does (han's nonblocking phases are not cut into segments). Nonblocking barriers always run as han's " +
 			"phases. Measured on 2 simulated hosts of 2 ranks (Iallreduce + Wait, medians of 6 alternated jobs): " +
 			"8 B 25.7 µs against 28.8 below han, 1 KiB 22.2 against 37.2, 64 KiB 98.5 against 127.5 (Ibarrier 25.7 " +
-			"against 34.2; Iallgather of 8 B, 1 KiB, 64 KiB a rank, 7 jobs: 25.5, 28.0, 138 against 28.3, 36.2, 147); " +
+			"against 34.2; Iallgather of 8 B, 1 KiB, 64 KiB a rank, 5 jobs: 29.6, 28.8, 112 against 37.4, 38.3, 164; " +
+			"Igather to rank 1, not a leader: 8.6, 12.5, 78 against 12.0, 12.9, 104; to rank 0 within 5 %); " +
 			"1 MiB allreduce 1485 against 794 (3 jobs), hence the bound"})
 	c.phase = map[coll.Op]*[2]*params.Param{}
 	for _, op := range filled {
