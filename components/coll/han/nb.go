@@ -7,11 +7,13 @@ import (
 )
 
 // Nonblocking and persistent collectives through han. Barrier, bcast,
-// allreduce, reduce and allgather(v) run as han's blocking forms do, node phase, leaders'
-// phase, node phase, each phase a nonblocking collective on a part, planned
-// once as a coroutine of the part's blocking algorithm (tuned's, over shm
-// within a node and tcp between the leaders: see plan for why not sm's),
-// and started when the phase before it completes. Without this, a nonblocking collective on a
+// reduce, allreduce, gather and allgather(v) run as han's blocking forms
+// do, node phase, leaders' phase, node phase, each phase a nonblocking
+// collective on a part, planned once as a coroutine of the part's blocking
+// algorithm (tuned's, over shm within a node and tcp between the leaders:
+// see plan for why not sm's), and started when the phase before it
+// completes; a rooted call whose root is not its node's leader ends with a
+// message from the leader. Without this, a nonblocking collective on a
 // communicator over several nodes ran the flat algorithm below han.
 
 // NBFunc fills the nonblocking slots of the operations han runs as a fixed
