@@ -3,6 +3,7 @@ package mpi_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -233,4 +234,64 @@ func TestRepeatMatchesTheWholeCall(t *testing.T) {
 		}
 		return nil
 	}, mpitest.WithMCA("coll_sm_rooted_min_bytes", "0")) // sm's own reduce and bcast even where ranks outnumber cores
+}
+
+// A persistent collective freed after its communicator leaves no goroutine
+// behind: the communicator's pool of parked coroutines has ended by then,
+// and the plan's coroutine, given back, is stopped rather than parked for
+// the process's life.
+func TestPersistentFreedAfterItsCommunicator(t *testing.T) {
+	const cycles = 40
+	var grew int
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		cycle := func() error {
+			dup, err := w.Dup()
+			if err != nil {
+				return err
+			}
+			sum := []int64{0}
+			req, err := mpi.AllreduceInit(dup, []int64{1}, sum, mpi.Sum)
+			if err != nil {
+				return err
+			}
+			if err := req.Start(); err != nil {
+				return err
+			}
+			if _, err := req.Wait(); err != nil {
+				return err
+			}
+			if sum[0] != 2 {
+				return fmt.Errorf("sum %d, want 2", sum[0])
+			}
+			if err := dup.Free(); err != nil {
+				return err
+			}
+			return req.Free()
+		}
+		if err := cycle(); err != nil {
+			return err
+		}
+		if err := w.Barrier(); err != nil {
+			return err
+		}
+		before := runtime.NumGoroutine()
+		for i := 0; i < cycles; i++ {
+			if err := cycle(); err != nil {
+				return err
+			}
+		}
+		if err := w.Barrier(); err != nil {
+			return err
+		}
+		if w.Rank() == 0 {
+			time.Sleep(50 * time.Millisecond) // stopped coroutines' goroutines return
+			grew = runtime.NumGoroutine() - before
+		}
+		return w.Barrier()
+	}, mpitest.WithMCA("coll", "^sm")) // tuned's algorithm as a coroutine
+	// Two ranks' cycles: a coroutine left parked per plan would be 2 × cycles.
+	if grew >= cycles/2 {
+		t.Errorf("%d more goroutines after %d persistent collectives freed after their communicators; want none left", grew, cycles)
+	}
 }

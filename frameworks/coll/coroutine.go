@@ -46,8 +46,9 @@ func Coroutine(c Comm, a *Args, f Func) (Plan, error) {
 // new coroutine is a goroutine: more than the rest of a small collective's
 // cost). Table.Finalize ends them.
 type coPool struct {
-	mu   sync.Mutex
-	free []*coPlan
+	mu    sync.Mutex
+	free  []*coPlan
+	ended bool // by end: what comes back later is stopped, not kept
 }
 
 func (q *coPool) get() *coPlan {
@@ -65,9 +66,17 @@ func (q *coPool) get() *coPlan {
 	return new(coPlan)
 }
 
-// put keeps p, whose coroutine is parked between runs, for a later plan.
+// put keeps p, whose coroutine is parked between runs, for a later plan;
+// once the pool has ended (its communicator freed before a persistent
+// collective's plan), p's coroutine is stopped instead of parked for ever.
 func (q *coPool) put(p *coPlan) {
 	q.mu.Lock()
+	if q.ended {
+		q.mu.Unlock()
+		p.abandoned = true
+		p.stopCoroutine()
+		return
+	}
 	q.free = append(q.free, p)
 	q.mu.Unlock()
 }
@@ -76,7 +85,7 @@ func (q *coPool) put(p *coPlan) {
 func (q *coPool) end() {
 	q.mu.Lock()
 	free := q.free
-	q.free = nil
+	q.free, q.ended = nil, true
 	q.mu.Unlock()
 	for _, p := range free {
 		p.abandoned = true
