@@ -167,7 +167,7 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 // blocking gatherAll runs them: the node's blocks gathered to its leader,
 // the leaders' allgatherv of the nodes' blocks, the node's bcast of all;
 // then, when the nodes' packing is not Recv's own layout, every rank
-// unpacks it into rank order (pl.finish). The packing's slices are the
+// unpacks it into rank order (a copy step). The packing's slices are the
 // plan's own.
 func (m *module) planGatherAll(c coll.Comm, a *coll.Args, p *parts, pl *phasePlan) {
 	size, k := c.Size(), m.node[c.Rank()]
@@ -177,11 +177,6 @@ func (m *module) planGatherAll(c coll.Comm, a *coll.Args, p *parts, pl *phasePla
 	all := a.Recv[:min(total, len(a.Recv))]
 	if !dense {
 		all = pl.lend(total)
-		pl.finish = func() {
-			for r := 0; r < size; r++ {
-				copy(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
-			}
-		}
 	}
 	displs, lens := m.nodeLayout(&f, k, count, rankOff)
 	var nodeBuf []byte
@@ -202,11 +197,18 @@ func (m *module) planGatherAll(c coll.Comm, a *coll.Args, p *parts, pl *phasePla
 		pl.add(p.leaders, coll.Allgatherv, coll.Args{Recv: all, InPlace: true, Counts: nodeLen, Displs: nodeOff})
 	}
 	pl.add(p.node, coll.Bcast, coll.Args{Recv: all})
+	if !dense {
+		pl.copying(func() {
+			for r := 0; r < size; r++ {
+				copy(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
+			}
+		})
+	}
 }
 
-// maxPhases bounds a plan's phases and steps (gather to a root that is not
-// its node's leader on nodes not consecutive: node, leaders, unpacking,
-// hand-over).
+// maxPhases bounds a plan's phases and steps (a gather to a root that is
+// not its node's leader on nodes not consecutive: node, leaders, unpacking,
+// hand-over; an allgather that unpacks: node, leaders, node, unpacking).
 const maxPhases = 4
 
 // planGather adds gather's phases to pl, as the blocking gather runs
@@ -290,9 +292,6 @@ type phasePlan struct {
 	cur     int
 	scratch *coll.Scratch
 	lent    [][]byte
-	// finish, when set, runs once the last phase is done (allgather's
-	// unpacking into rank order).
-	finish func()
 }
 
 func (pl *phasePlan) add(sub coll.Sub, op coll.Op, a coll.Args) int {
@@ -368,9 +367,6 @@ func (pl *phasePlan) Progress() (bool, error) {
 			return true, err
 		}
 		if pl.cur++; pl.cur == len(pl.phases) {
-			if pl.finish != nil {
-				pl.finish()
-			}
 			return true, nil
 		}
 		next := &pl.phases[pl.cur]
