@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/gompi/gompi/mca"
@@ -57,8 +58,15 @@ func collBench(inst *mpi.Instance, o *options, w io.Writer) error {
 	if o.kind == barrierKind {
 		sizes = []int{0}
 	}
+	if o.root >= n {
+		return usagef("--root %d: accepted: a rank of the job, 0 to %d", o.root, n-1)
+	}
 	if me == 0 {
-		fmt.Fprintf(w, "# gompi-bench %s: %s\n", o.kind, collWhat[o.kind])
+		what := strings.ReplaceAll(collWhat[o.kind], "rank 0", fmt.Sprintf("rank %d", o.root))
+		if o.nonblock {
+			what = "the nonblocking form, then its Wait: " + what
+		}
+		fmt.Fprintf(w, "# gompi-bench %s: %s\n", o.kind, what)
 		fmt.Fprintf(w, "# gompi %s, %d ranks, value = mean over ranks of each rank's time per call; min and max over ranks\n", mca.GompiVersion, n)
 		fmt.Fprintf(w, "# coll table of MPI_COMM_WORLD: %s\n", c.CollTable())
 		fmt.Fprintf(w, "# tcp lines: messages (frames) and bytes (headers and payloads) btl tcp sent per call of the timed loop, summed over ranks\n")
@@ -66,7 +74,7 @@ func collBench(inst *mpi.Instance, o *options, w io.Writer) error {
 	}
 	for _, size := range sizes {
 		iters, warm := o.collCounts(size)
-		op, err := collOp(o.kind, c, size)
+		op, err := collOp(o, c, size)
 		if err != nil {
 			return err
 		}
@@ -151,16 +159,32 @@ func (o *options) collCounts(size int) (iters, warm int) {
 }
 
 // collOp returns one call of the benchmark's collective on buffers made
-// once; the reductions check their first result, so that a wrong sum is
+// once (o.nonblock: the nonblocking form and its Wait; rooted ones at
+// o.root); the reductions check their first result, so that a wrong sum is
 // an error rather than a fast number.
-func collOp(k benchKind, c *mpi.Comm, size int) (func() error, error) {
+func collOp(o *options, c *mpi.Comm, size int) (func() error, error) {
+	k, root, nb := o.kind, o.root, o.nonblock
 	me, n := c.Rank(), c.Size()
+	// pick returns the blocking call, or the nonblocking one with its Wait.
+	pick := func(blocking func() error, start func() (*mpi.Request, error)) func() error {
+		if !nb {
+			return blocking
+		}
+		return func() error {
+			r, err := start()
+			if err != nil {
+				return err
+			}
+			_, err = r.Wait()
+			return err
+		}
+	}
 	switch k {
 	case barrierKind:
-		return c.Barrier, nil
+		return pick(c.Barrier, c.Ibarrier), nil
 	case bcastKind:
 		buf := make([]byte, size)
-		return func() error { return mpi.Bcast(c, buf, 0) }, nil
+		return pick(func() error { return mpi.Bcast(c, buf, root) }, func() (*mpi.Request, error) { return mpi.Ibcast(c, buf, root) }), nil
 	case reduceKind, allreduceKind:
 		if size%8 != 0 {
 			return nil, usagef("%s reduces float64: size %d is not a multiple of 8", k, size)
@@ -172,7 +196,7 @@ func collOp(k benchKind, c *mpi.Comm, size int) (func() error, error) {
 		want := float64(n*(n+1)) / 2
 		checked := false
 		check := func() error {
-			if checked || len(recv) == 0 || (k == reduceKind && me != 0) {
+			if checked || len(recv) == 0 || (k == reduceKind && me != root) {
 				return nil
 			}
 			checked = true
@@ -181,40 +205,40 @@ func collOp(k benchKind, c *mpi.Comm, size int) (func() error, error) {
 			}
 			return nil
 		}
+		var call func() error
 		if k == reduceKind {
-			return func() error {
-				if err := mpi.Reduce(c, send, recv, mpi.Sum, 0); err != nil {
-					return err
-				}
-				return check()
-			}, nil
+			call = pick(func() error { return mpi.Reduce(c, send, recv, mpi.Sum, root) },
+				func() (*mpi.Request, error) { return mpi.Ireduce(c, send, recv, mpi.Sum, root) })
+		} else {
+			call = pick(func() error { return mpi.Allreduce(c, send, recv, mpi.Sum) },
+				func() (*mpi.Request, error) { return mpi.Iallreduce(c, send, recv, mpi.Sum) })
 		}
 		return func() error {
-			if err := mpi.Allreduce(c, send, recv, mpi.Sum); err != nil {
+			if err := call(); err != nil {
 				return err
 			}
 			return check()
 		}, nil
 	case allgatherKind:
 		send, recv := make([]byte, size), make([]byte, size*n)
-		return func() error { return mpi.Allgather(c, send, recv) }, nil
+		return pick(func() error { return mpi.Allgather(c, send, recv) }, func() (*mpi.Request, error) { return mpi.Iallgather(c, send, recv) }), nil
 	case alltoallKind:
 		send, recv := make([]byte, size*n), make([]byte, size*n)
-		return func() error { return mpi.Alltoall(c, send, recv) }, nil
+		return pick(func() error { return mpi.Alltoall(c, send, recv) }, func() (*mpi.Request, error) { return mpi.Ialltoall(c, send, recv) }), nil
 	case gatherKind:
 		send := make([]byte, size)
 		var recv []byte
-		if me == 0 {
+		if me == root {
 			recv = make([]byte, size*n)
 		}
-		return func() error { return mpi.Gather(c, send, recv, 0) }, nil
+		return pick(func() error { return mpi.Gather(c, send, recv, root) }, func() (*mpi.Request, error) { return mpi.Igather(c, send, recv, root) }), nil
 	case scatterKind:
 		var send []byte
-		if me == 0 {
+		if me == root {
 			send = make([]byte, size*n)
 		}
 		recv := make([]byte, size)
-		return func() error { return mpi.Scatter(c, send, recv, 0) }, nil
+		return pick(func() error { return mpi.Scatter(c, send, recv, root) }, func() (*mpi.Request, error) { return mpi.Iscatter(c, send, recv, root) }), nil
 	}
 	return nil, fmt.Errorf("%s is not a collective benchmark", k)
 }

@@ -84,8 +84,9 @@ Point-to-point benchmarks between ranks 0 and 1, OSU style (rank 0 prints).
                  collectives over every rank, as mpi-anchors/allreduce.c: the mean over
                  ranks of each rank's time per call (µs), with the min and max; reduce
                  and allreduce sum float64 (sizes in multiples of 8); rooted ones at
-                 rank 0; then a comment line per size with the messages and bytes btl
-                 tcp sent per call, summed over ranks ("# tcp size=N msgs=M bytes=B")
+                 rank 0 (--root); then a comment line per size with the messages and bytes
+                 btl tcp sent per call, summed over ranks ("# tcp size=N msgs=M bytes=B");
+                 with --nonblocking, each call is the nonblocking form and its Wait
   nbc            Ibarrier and Iallreduce (float64 sums) as mpi-anchors/nbc.c, in its lines:
                  pure (Ixxx + Wait), cpu (a compute loop as long), ovrl (Ixxx, compute,
                  Wait), ovrl_t (the compute in 64 slices with a Test between), overlap =
@@ -123,6 +124,9 @@ Options:
                          (in Barrier, which rank 0 joins after its loop)
   --loops N              idle: steps of rank 0's loop, at least 1 (default 210000000, about
                          190 ms on the 2-core machines gompi is measured on)
+  --nonblocking          collectives: time Ibarrier, Ibcast, ... each followed by its Wait
+  --root R               bcast, reduce, gather, scatter: the root, a rank of the job
+                         (default 0)
   --goroutines N         commcreate and the collectives: run N goroutine ranks in this process
                          (1 to 1024) instead of the processes mpirun started
   --probe                measure the placement of ranks 0 and 1 (cache-line ping-pong, ns
@@ -186,6 +190,8 @@ type options struct {
 	in         string  // idle: where the others wait
 	loops      int     // idle: steps of rank 0's loop
 	goroutines int     // commcreate: goroutine ranks of this process instead of mpirun's
+	nonblock   bool    // collectives: the nonblocking forms, each with its Wait
+	root       int     // rooted collectives' root
 }
 
 // usageError is a bad command line: the message says what was wrong and
@@ -229,16 +235,29 @@ func parseArgs(args []string) (*options, bool, error) {
 		switch name {
 		case "h", "help":
 			return nil, true, nil
-		case "probe":
+		case "probe", "nonblocking":
+			b := true
 			if hasInline {
-				b, err := strconv.ParseBool(inline)
-				if err != nil {
-					return nil, false, usagef("--probe=%q: accepted: true or false", inline)
+				var err error
+				if b, err = strconv.ParseBool(inline); err != nil {
+					return nil, false, usagef("--%s=%q: accepted: true or false", name, inline)
 				}
+			}
+			if name == "probe" {
 				o.probe = b
 			} else {
-				o.probe = true
+				o.nonblock = b
 			}
+		case "root":
+			v, err := value()
+			if err != nil {
+				return nil, false, err
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1<<20 {
+				return nil, false, usagef("--root %q: accepted: a rank, a whole number from 0 to 1048576", v)
+			}
+			o.root = n
 		case "in":
 			v, err := value()
 			if err != nil {
@@ -315,11 +334,17 @@ func parseArgs(args []string) (*options, bool, error) {
 				o.window = n
 			}
 		default:
-			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --goroutines, --help", a)
+			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --goroutines, --nonblocking, --root, --help", a)
 		}
 	}
 	if !kindSet {
 		return nil, false, usagef("no benchmark: accepted: %s", strings.Join(kindNames[:], ", "))
+	}
+	if o.nonblock && !o.kind.isColl() {
+		return nil, false, usagef("--nonblocking: accepted with barrier, bcast, reduce, allreduce, allgather, alltoall, gather and scatter, not %s", o.kind)
+	}
+	if o.root != 0 && !slices.Contains([]benchKind{bcastKind, reduceKind, gatherKind, scatterKind}, o.kind) {
+		return nil, false, usagef("--root: accepted with bcast, reduce, gather and scatter, not %s", o.kind)
 	}
 	if o.kind == nbcKind && o.goroutines > 0 {
 		return nil, false, usagef("nbc measures each rank's process (its CPU time): run it under mpirun, without --goroutines")

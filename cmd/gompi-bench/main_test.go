@@ -196,6 +196,33 @@ func TestCollectiveTCPCounts(t *testing.T) {
 	t.Log("\n" + out)
 }
 
+// --nonblocking times the nonblocking forms with their Wait, --root moves a
+// rooted collective's root; the header says both, the reduction still
+// checks its sum at the root, and a root outside the job is a usage error.
+func TestNonblockingAndRoot(t *testing.T) {
+	out := mpirun(t, "-np", "3", bin.bench, "reduce", "--nonblocking", "--root", "2", "--sizes", "8,1k", "--iterations", "20", "--warmup", "2")
+	rows, comments := parseTable(t, out)
+	if len(rows) != 2 || rows[0].size != 8 || rows[1].size != 1024 {
+		t.Fatalf("want rows for 8 and 1024 bytes:\n%s", out)
+	}
+	if !strings.Contains(strings.Join(comments, "\n"), "the nonblocking form, then its Wait: Reduce of SIZE bytes of float64, Sum, to rank 2") {
+		t.Errorf("the header does not say nonblocking and rank 2:\n%s", out)
+	}
+	// The calls are the nonblocking forms: with no component to fill
+	// them, the benchmark fails naming the operation.
+	cmd := exec.Command(bin.mpirun, "--timeout", "30", "--mca", "coll", "^nbc,sm", "-np", "2", bin.bench, "reduce", "--nonblocking", "--sizes", "8")
+	cmd.Env = testutil.CleanEnv()
+	if b, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(b), "no module fills ireduce") {
+		t.Errorf("without nbc and sm: %v, want the benchmark to fail for want of ireduce\n%s", err, b)
+	}
+	cmd = exec.Command(bin.mpirun, "--timeout", "30", "-np", "2", bin.bench, "gather", "--root", "2", "--sizes", "8")
+	cmd.Env = testutil.CleanEnv()
+	b, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "--root 2: accepted: a rank of the job, 0 to 1") {
+		t.Errorf("a root outside the job: %v\n%s", err, b)
+	}
+}
+
 // The command of the issue: mpirun builds the benchmark from its source
 // folder and runs it with the defaults; here with fewer iterations.
 func TestFromSource(t *testing.T) {
@@ -239,6 +266,10 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"bw", "--window", "5000"}, "--window \"5000\": accepted: a whole number from 1 to 1024"},
 		{[]string{"latency", "--size", "8"}, `unknown option "--size": accepted: --sizes`},
 		{[]string{"latency", "--sizes"}, "option --sizes needs a value"},
+		{[]string{"latency", "--nonblocking"}, "--nonblocking: accepted with barrier, bcast, reduce, allreduce, allgather, alltoall, gather and scatter, not latency"},
+		{[]string{"allreduce", "--root", "1"}, "--root: accepted with bcast, reduce, gather and scatter, not allreduce"},
+		{[]string{"gather", "--root", "-1"}, `--root "-1": accepted: a rank`},
+		{[]string{"gather", "--nonblocking=maybe"}, `--nonblocking="maybe": accepted: true or false`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
