@@ -278,9 +278,9 @@ type phase struct {
 	// tagFrom, for a message step, is the phase whose run window its tag
 	// is in (at han's own phase, ownTag): every rank of the node takes
 	// that phase's tag, where only two send and receive the message.
-	// -1: the phase takes a tag of its own from sub, or none (local).
+	// -1: the phase takes a tag of its own from sub, or none (a copy,
+	// which has no sub).
 	tagFrom int
-	local   bool
 }
 
 // phasePlan runs its phases one after another, each started when the one
@@ -309,7 +309,7 @@ func (pl *phasePlan) message(sub coll.Sub, send bool, buf []byte, peer, tagFrom 
 // copying adds a step that runs fn (a packing) when the steps before it
 // are done.
 func (pl *phasePlan) copying(fn func()) {
-	pl.phases = append(pl.phases, phase{plan: localStep(fn), tagFrom: -1, local: true})
+	pl.phases = append(pl.phases, phase{plan: localStep(fn), tagFrom: -1})
 }
 
 // handToRoot adds the last hop of a rooted result gathered at the root's
@@ -339,7 +339,7 @@ func (pl *phasePlan) lend(n int) []byte {
 // happen to complete, which is not.
 func (pl *phasePlan) Start(int) error {
 	for i := range pl.phases {
-		if ph := &pl.phases[i]; ph.tagFrom < 0 && !ph.local {
+		if ph := &pl.phases[i]; ph.tagFrom < 0 && ph.sub != nil {
 			ph.tag = ph.sub.NBTag()
 		}
 	}
