@@ -2,6 +2,7 @@ package mpi_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/gompi/gompi/mpi"
 	"github.com/gompi/gompi/mpitest"
@@ -199,4 +200,44 @@ func BenchmarkCostMid(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkCostIrecvPost is the receiver's posting in a window: 64 Irecv
+// of 8 bytes (the window's Isends and Waitalls follow, outside the timed
+// part), reported as post-ns, the time of one Irecv. In a window between two processes the
+// receiver bounds the rate, and its posting is where it spends more than
+// Open MPI's (gompi-bench bw --phases beside bench/bw_phases.c).
+func BenchmarkCostIrecvPost(b *testing.B) {
+	const win = 64
+	softwareCost(b, func(b *testing.B, c0, c1 *mpi.Comm) error {
+		sbuf, rbuf := make([]byte, 8), make([]byte, 8)
+		reqs, sreqs := make([]*mpi.Request, win), make([]*mpi.Request, win)
+		var posting time.Duration
+		b.ReportAllocs()
+		b.ResetTimer()
+		for i := 0; i < b.N; i += win {
+			t := time.Now()
+			for j := range reqs {
+				var err error
+				if reqs[j], err = c1.Irecv(rbuf, 0, 2); err != nil {
+					return err
+				}
+			}
+			posting += time.Since(t)
+			for j := range sreqs {
+				var err error
+				if sreqs[j], err = c0.Isend(sbuf, 1, 2); err != nil {
+					return err
+				}
+			}
+			if err := mpi.Waitall(sreqs, nil); err != nil {
+				return err
+			}
+			if err := mpi.Waitall(reqs, nil); err != nil {
+				return err
+			}
+		}
+		b.ReportMetric(float64(posting.Nanoseconds())/float64(b.N), "post-ns")
+		return nil
+	}, "btl", "self,shm")
 }

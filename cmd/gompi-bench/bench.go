@@ -84,13 +84,19 @@ func bench(inst *mpi.Instance, o *options, w io.Writer) error {
 		}
 		var value float64
 		var err error
+		var phaseLine string
 		switch o.kind {
 		case latency:
 			value, err = pingPong(c, sbuf[:n], rbuf[:n], iters, warm)
-		case bw:
-			value, err = window(c, sbuf[:n], rbuf[:n], iters, warm, o.window, false)
-		case bibw:
-			value, err = window(c, sbuf[:n], rbuf[:n], iters, warm, o.window, true)
+		case bw, bibw:
+			var ph *phases
+			if o.phases {
+				ph = newPhases(iters)
+			}
+			value, err = window(c, sbuf[:n], rbuf[:n], iters, warm, o.window, o.kind == bibw, ph)
+			if err == nil && ph != nil {
+				phaseLine, err = ph.report(c, n, o.window)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("%s, %d bytes: %w", o.kind, n, err)
@@ -105,6 +111,7 @@ func bench(inst *mpi.Instance, o *options, w io.Writer) error {
 			if p != nil {
 				fmt.Fprintf(w, "# probe size=%d pre=%.1f post=%.1f\n", n, pre, post)
 			}
+			fmt.Fprint(w, phaseLine)
 		}
 	}
 	if me == 0 {
@@ -157,7 +164,7 @@ func pingPong(c *mpi.Comm, sbuf, rbuf []byte, iters, warm int) (float64, error) 
 // window is osu_bw (rank 0 sends a window, rank 1 acknowledges it) or,
 // with both, osu_bibw (both send a window to each other); it returns MB/s
 // on rank 0.
-func window(c *mpi.Comm, sbuf, rbuf []byte, iters, warm, win int, both bool) (float64, error) {
+func window(c *mpi.Comm, sbuf, rbuf []byte, iters, warm, win int, both bool, ph *phases) (float64, error) {
 	me := c.Rank()
 	if me > 1 {
 		return 0, nil
@@ -170,6 +177,7 @@ func window(c *mpi.Comm, sbuf, rbuf []byte, iters, warm, win int, both bool) (fl
 		if i == warm {
 			t0.start()
 		}
+		ph.stamp(i-warm, 0)
 		reqs = reqs[:0]
 		if both || me == 1 {
 			for j := 0; j < win; j++ {
@@ -189,9 +197,11 @@ func window(c *mpi.Comm, sbuf, rbuf []byte, iters, warm, win int, both bool) (fl
 				reqs = append(reqs, r)
 			}
 		}
+		ph.stamp(i-warm, 1)
 		if err := mpi.Waitall(reqs, nil); err != nil {
 			return 0, err
 		}
+		ph.stamp(i-warm, 2)
 		if !both {
 			var err error
 			if me == 0 {

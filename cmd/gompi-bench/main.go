@@ -133,6 +133,13 @@ Options:
                          one-way) before and after each size; needs them on one node; nbc
                          probes only when there are exactly 2 ranks (pre=/post= are -1
                          otherwise, as nbc.c's)
+  --phases               bw, bibw, pingpong: after each size's line, where each of ranks 0
+                         and 1 spends its time per message, medians over the iterations
+                         ("# phases size=N window=W rank0 post_ns=P waitall_ns=A ack_ns=K
+                         rank1 ..."): posting the window (Isend or Irecv), its Waitall, and
+                         the rest of the iteration (the ack, and waiting for it); the rank
+                         that never waits bounds the rate. bench/bw_phases.c prints the
+                         same line for another MPI. Two clock reads a window more.
   -h, --help             print this help
 `
 
@@ -192,6 +199,7 @@ type options struct {
 	goroutines int     // commcreate: goroutine ranks of this process instead of mpirun's
 	nonblock   bool    // collectives: the nonblocking forms, each with its Wait
 	root       int     // rooted collectives' root
+	phases     bool    // bw, bibw: where each rank's time per message goes
 }
 
 // usageError is a bad command line: the message says what was wrong and
@@ -235,7 +243,7 @@ func parseArgs(args []string) (*options, bool, error) {
 		switch name {
 		case "h", "help":
 			return nil, true, nil
-		case "probe", "nonblocking":
+		case "probe", "nonblocking", "phases":
 			b := true
 			if hasInline {
 				var err error
@@ -243,10 +251,13 @@ func parseArgs(args []string) (*options, bool, error) {
 					return nil, false, usagef("--%s=%q: accepted: true or false", name, inline)
 				}
 			}
-			if name == "probe" {
+			switch name {
+			case "probe":
 				o.probe = b
-			} else {
+			case "nonblocking":
 				o.nonblock = b
+			default:
+				o.phases = b
 			}
 		case "root":
 			v, err := value()
@@ -334,7 +345,7 @@ func parseArgs(args []string) (*options, bool, error) {
 				o.window = n
 			}
 		default:
-			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --goroutines, --nonblocking, --root, --help", a)
+			return nil, false, usagef("unknown option %q: accepted: --sizes, --iterations, --warmup, --scale, --window, --comm, --probe, --in, --loops, --goroutines, --nonblocking, --root, --phases, --help", a)
 		}
 	}
 	if !kindSet {
@@ -342,6 +353,9 @@ func parseArgs(args []string) (*options, bool, error) {
 	}
 	if o.nonblock && !o.kind.isColl() {
 		return nil, false, usagef("--nonblocking: accepted with barrier, bcast, reduce, allreduce, allgather, alltoall, gather and scatter, not %s", o.kind)
+	}
+	if o.phases && o.kind != bw && o.kind != bibw && o.kind != pingpongKind {
+		return nil, false, usagef("--phases: accepted with bw, bibw and pingpong, not %s", o.kind)
 	}
 	if o.root != 0 && !slices.Contains([]benchKind{bcastKind, reduceKind, gatherKind, scatterKind}, o.kind) {
 		return nil, false, usagef("--root: accepted with bcast, reduce, gather and scatter, not %s", o.kind)

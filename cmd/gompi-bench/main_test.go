@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,6 +115,52 @@ func TestPingpongIsLatencyThenBandwidth(t *testing.T) {
 		if !strings.Contains(strings.Join(comments, "\n"), b.unit) {
 			t.Errorf("%s block does not name %q:\n%s", b.name, b.unit, out)
 		}
+	}
+}
+
+// --phases prints, after each size's row, where ranks 0 and 1 spend their
+// time per message; the three parts of an iteration add up to no more than
+// the iteration (a few slow iterations raise the mean, which the row is
+// made from, above the sum of the medians, never the other way by much).
+func TestPhases(t *testing.T) {
+	out := mpirun(t, "-np", "2", bin.bench, "bw", "--sizes", "8,1k", "--iterations", "200", "--warmup", "2", "--window", "16", "--phases")
+	sc := bufio.NewScanner(strings.NewReader(out))
+	var lastSize int
+	var lastMBps float64
+	seen := 0
+	for sc.Scan() {
+		line := sc.Text()
+		f := strings.Fields(line)
+		if !strings.HasPrefix(line, "#") && len(f) == 2 {
+			lastSize, _ = strconv.Atoi(f[0])
+			lastMBps, _ = strconv.ParseFloat(f[1], 64)
+			continue
+		}
+		if !strings.HasPrefix(line, "# phases ") {
+			continue
+		}
+		seen++
+		var size, win int
+		var v [6]float64
+		if n, err := fmt.Sscanf(line, "# phases size=%d window=%d rank0 post_ns=%g waitall_ns=%g ack_ns=%g rank1 post_ns=%g waitall_ns=%g ack_ns=%g",
+			&size, &win, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5]); err != nil || n != 8 {
+			t.Fatalf("phases line %q: %v", line, err)
+		}
+		if size != lastSize || win != 16 {
+			t.Errorf("phases line %q after the row of %d bytes, window 16", line, lastSize)
+		}
+		if v[0] <= 0 || v[3] <= 0 || slices.ContainsFunc(v[:], func(x float64) bool { return x < 0 }) {
+			t.Errorf("phases line %q: want positive posting times and no negative part", line)
+		}
+		period := float64(size) / lastMBps * 1e3 // ns a message
+		for r, sum := range []float64{v[0] + v[1] + v[2], v[3] + v[4] + v[5]} {
+			if sum > 3*period {
+				t.Errorf("rank %d's parts add up to %.1f ns a message, the row's rate gives %.1f: %q", r, sum, period, line)
+			}
+		}
+	}
+	if seen != 2 {
+		t.Errorf("%d phases lines, want one per size:\n%s", seen, out)
 	}
 }
 
@@ -270,6 +317,8 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"allreduce", "--root", "1"}, "--root: accepted with bcast, reduce, gather and scatter, not allreduce"},
 		{[]string{"gather", "--root", "-1"}, `--root "-1": accepted: a rank`},
 		{[]string{"gather", "--nonblocking=maybe"}, `--nonblocking="maybe": accepted: true or false`},
+		{[]string{"latency", "--phases"}, "--phases: accepted with bw, bibw and pingpong, not latency"},
+		{[]string{"bw", "--phases=often"}, `--phases="often": accepted: true or false`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
