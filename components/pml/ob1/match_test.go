@@ -267,6 +267,46 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestReusedReceiveStartsClean: a receive's request comes back from its
+// pool for the next receive, zeroed only when its use went past an eager
+// match; a cancelled one leaves its completion mark set, and a receive
+// that kept it could never be cancelled (its completion would be taken
+// for a second one). Each use here takes the same request.
+func TestReusedReceiveStartsClean(t *testing.T) {
+	m, pc := newTestModule(t, 2)
+	first := irecv(t, m, pc, 1, 0)
+	if !first.Cancel() {
+		t.Fatal("Cancel failed")
+	}
+	if _, err := first.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	again := irecv(t, m, pc, 1, 0)
+	if again != first {
+		t.Fatal("the pool handed out another request: the test needs the one that came back")
+	}
+	if !again.Cancel() {
+		t.Fatal("Cancel of the reused receive failed")
+	}
+	if st := again.Status(); !again.Done() || !st.Cancelled {
+		t.Fatalf("the reused receive, cancelled: done %v, status %+v; want complete and cancelled", again.Done(), st)
+	}
+	if _, err := again.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	// Then an eager message into it, and once more after that.
+	for i, want := range []string{"eager", "eager again"} {
+		r := irecv(t, m, pc, 1, 0)
+		m.dispatch(1, matchFrag(0, 1, 0, uint16(i), want))
+		if got := text(t, r, m); got != want {
+			t.Errorf("receive %d got %q, want %q", i, got, want)
+		}
+		if _, err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestLostPeerTakesPlacementBack: a rendezvous receive whose payload a BTL
 // is placing (btl.Steer) fails when its peer is lost; from then on neither
 // the BTL nor a late FRAG writes into the buffer, and peerLost waits for a

@@ -260,6 +260,10 @@ type module struct {
 	unpeeked [][]btl.Module
 	llps     []llp.Module // the modules in use, for progress
 	lost     []atomic.Bool
+	// anyLost is set after the first lost: a receive posted while it is
+	// false looks no further (peerLost fails the receives posted before it
+	// comes, under each communicator's matching lock).
+	anyLost atomic.Bool
 
 	// comms is indexed by context id (copy on write: the receive path
 	// reads it without a lock). orphans holds headers that arrived for a
@@ -557,6 +561,7 @@ func (m *module) peerLost(world int, cause error) {
 	if world < 0 || world >= len(m.lost) || m.lost[world].Swap(true) {
 		return
 	}
+	m.anyLost.Store(true)
 	m.log.Log(mca.VerboseComponent, "peer lost: failing its pending operations", "peer", world, "error", cause)
 	fail := func() error {
 		return mpierr.Errorf(mpierr.ErrProcFailed, "ob1: rank %d is lost: %w", world, cause)

@@ -251,6 +251,7 @@ func (m *module) takeRndvInPlace(c *comm, src, tag int, buf []byte, bp btlPeek, 
 		stamp: h.stamp, fresh: true, seq: h.seq}
 	if h.typ == hdrPipe {
 		// The first chunk goes straight from the ring into the buffer.
+		r.dirty = true
 		r.world, r.msgLen = w, a.msgLen
 		r.want = min(a.msgLen, len(buf))
 		r.st = pml.Status{Source: src, Tag: a.tag, Count: r.want}

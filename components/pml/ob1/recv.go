@@ -51,7 +51,14 @@ type recvReq struct {
 	// has read the status. Other receives go back through Wait when they
 	// complete eagerly (Recycle); the rest are left to the collector.
 	pooled bool
-	mod    *module
+	// dirty: this use went past an eager match (a rendezvous, a cancel, a
+	// failure: whatever writes the fields from fragsFrom to guard), so the
+	// next use starts from a zeroed request. An eager receive leaves them
+	// as it found them, zero, and its next use skips zeroing the whole
+	// request, a store a word: the fence of the matching lock's next
+	// taking waits for each (newRecvLocked).
+	dirty bool
+	mod   *module
 	// back says the request is back in its communicator's pool.
 	back atomic.Uint64
 	// scratch holds, on the fast path, an RGET's description copied out of
@@ -77,7 +84,11 @@ func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvRe
 // from the communicator's free list, which that lock guards.
 func (m *module) newRecvLocked(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
 	r := c.recvFree.get()
-	*r = recvReq{}
+	if r.dirty {
+		*r = recvReq{}
+	}
+	// Otherwise new, or back from an eager match: what that use wrote is
+	// written again here (Init, the fields below) or by posting it.
 	r.Init(m.eng, r)
 	r.c, r.buf, r.src, r.tag, r.pooled, r.mod = c, buf, src, tag, pooled, m
 	return r
@@ -105,6 +116,7 @@ func (r *recvReq) Recycle() {
 
 // finish completes the request once, whoever gets there first.
 func (r *recvReq) finish(err error) {
+	r.dirty = true
 	if r.finished.Swap(true) {
 		return
 	}
@@ -135,6 +147,7 @@ func (r *recvReq) Cancel() bool {
 	}
 	c.unpost(r)
 	c.mu.Unlock()
+	r.dirty = true
 	r.st = pml.Status{Source: pml.AnySource, Tag: pml.AnyTag, Cancelled: true}
 	r.finish(nil)
 	return true
@@ -195,6 +208,7 @@ func (m *module) startRecv(r *recvReq, msg *inMsg) {
 // asks for the rest (RNDV), or reads the sender's buffer (RGET).
 func (m *module) runAction(a *action) {
 	r := a.r
+	r.dirty = true
 	r.world, r.msgLen = a.world, a.msgLen
 	r.want = min(a.msgLen, len(r.buf))
 	r.st = pml.Status{Source: a.src, Tag: a.tag, Count: r.want}
@@ -470,7 +484,7 @@ func (m *module) postLocked(c *comm, r *recvReq) {
 		m.freeMsg(msg)
 		return
 	}
-	if r.src != pml.AnySource && m.lost[c.peers[r.src].world].Load() {
+	if r.src != pml.AnySource && m.anyLost.Load() && m.lost[c.peers[r.src].world].Load() {
 		c.mu.Unlock()
 		r.st = pml.Status{Source: r.src, Tag: pml.AnyTag}
 		r.finish(mpierr.Errorf(mpierr.ErrProcFailed, "ob1: receive from rank %d: the rank is lost", r.src))
