@@ -188,6 +188,18 @@ func (r *Request) Init(eng *Engine, ops RequestOps) {
 	r.eng, r.ops, r.onDone, r.owner, r.freed = eng, ops, nil, nil, false
 }
 
+// Reuse makes pending again a request that its PML gives out once more
+// after a Wait returned it, with the engine and cancel hook it had (the
+// PML's free lists are per engine): Init without the stores of what has
+// not changed. The status is left as it is: nothing reads it before the
+// completion, which writes every field. Each store counts: the next
+// locked instruction (the matching lock of the receive posted next) waits
+// for every store before it to leave the core.
+func (r *Request) Reuse() {
+	release.Store(&r.done, 0)
+	r.freed = false
+}
+
 // Restart makes a complete persistent request active again for its next
 // run, keeping what stands behind it.
 func (r *Request) Restart() {

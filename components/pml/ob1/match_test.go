@@ -294,9 +294,13 @@ func TestReusedReceiveStartsClean(t *testing.T) {
 	if _, err := again.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	// Then an eager message into it, and once more after that.
+	// Then an eager message into it, and once more after that (reused as
+	// it came back from an eager match: Request.Reuse).
 	for i, want := range []string{"eager", "eager again"} {
 		r := irecv(t, m, pc, 1, 0)
+		if r.Done() {
+			t.Fatalf("receive %d is complete before its message", i)
+		}
 		m.dispatch(1, matchFrag(0, 1, 0, uint16(i), want))
 		if got := text(t, r, m); got != want {
 			t.Errorf("receive %d got %q, want %q", i, got, want)

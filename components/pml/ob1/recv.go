@@ -84,13 +84,20 @@ func (m *module) newRecv(c *comm, buf []byte, src, tag int, pooled bool) *recvRe
 // from the communicator's free list, which that lock guards.
 func (m *module) newRecvLocked(c *comm, buf []byte, src, tag int, pooled bool) *recvReq {
 	r := c.recvFree.get()
-	if r.dirty {
-		*r = recvReq{}
+	switch {
+	case r.mod == m && !r.dirty && r.Done():
+		// Back from an eager match, through its Wait: the same engine,
+		// hooks, communicator and module; what that use wrote is written
+		// again below or by posting it, and the status by the completion.
+		r.Reuse()
+	default:
+		if r.dirty {
+			*r = recvReq{}
+		}
+		r.Init(m.eng, r)
+		r.c, r.mod = c, m
 	}
-	// Otherwise new, or back from an eager match: what that use wrote is
-	// written again here (Init, the fields below) or by posting it.
-	r.Init(m.eng, r)
-	r.c, r.buf, r.src, r.tag, r.pooled, r.mod = c, buf, src, tag, pooled, m
+	r.buf, r.src, r.tag, r.pooled = buf, src, tag, pooled
 	return r
 }
 
@@ -100,18 +107,18 @@ func (m *module) recycle(r *recvReq) {
 	// Not one whose buffer peerLost took back: a BTL may still hold its
 	// guard, which reuse would open again (see btl.Steer).
 	if r.pooled && (r.id == 0 || !r.guard.Withdrawn()) {
-		c := r.c
-		r.buf, r.c = nil, nil
-		c.recvFree.put(r)
+		// The buffer goes (the pool must not keep the program's memory);
+		// the communicator and module stay, the pool's own.
+		r.buf = nil
+		r.c.recvFree.put(r)
 	}
 }
 
 // Recycle gives a non-blocking receive back to the free list, once the Wait
 // that returned it is done with it (pml.Request.SetRecycler).
 func (r *recvReq) Recycle() {
-	c := r.c
-	r.buf, r.c, r.mod = nil, nil, nil
-	c.recvFree.put(r)
+	r.buf = nil
+	r.c.recvFree.put(r)
 }
 
 // finish completes the request once, whoever gets there first.
