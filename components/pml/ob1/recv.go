@@ -25,6 +25,25 @@ type recvReq struct {
 	posted     bool
 	prev, next *recvReq
 
+	// The fields down to back are here, beside the ones every receive
+	// writes, not after the rendezvous state: an eager receive touches
+	// four cache lines of its request, not five.
+	//
+	// pooled: a blocking receive's, which it gives back itself once it
+	// has read the status. Other receives go back through Wait when they
+	// complete eagerly (Recycle); the rest are left to the collector.
+	pooled bool
+	// dirty: this use went past an eager match (a rendezvous, a cancel, a
+	// failure: whatever writes the fields from fragsFrom to guard), so the
+	// next use starts from a zeroed request. An eager receive leaves them
+	// as it found them, zero, and its next use skips zeroing the whole
+	// request, a store a word: the fence of the matching lock's next
+	// taking waits for each (newRecvLocked).
+	dirty bool
+	mod   *module
+	// back says the request is back in its communicator's pool.
+	back atomic.Uint64
+
 	// fragsFrom is when this receive, offered an RGET, asked for fragments
 	// instead (rdmaChoice's clock); 0 for the others, and for messages in
 	// the sender's pipelined range, which are timed from the sender's
@@ -47,20 +66,6 @@ type recvReq struct {
 	// guard keeps FRAG payloads, copied here or steered by a BTL, out of
 	// buf once peerLost has failed the receive and handed buf back.
 	guard btl.Guard
-	// pooled: a blocking receive's, which it gives back itself once it
-	// has read the status. Other receives go back through Wait when they
-	// complete eagerly (Recycle); the rest are left to the collector.
-	pooled bool
-	// dirty: this use went past an eager match (a rendezvous, a cancel, a
-	// failure: whatever writes the fields from fragsFrom to guard), so the
-	// next use starts from a zeroed request. An eager receive leaves them
-	// as it found them, zero, and its next use skips zeroing the whole
-	// request, a store a word: the fence of the matching lock's next
-	// taking waits for each (newRecvLocked).
-	dirty bool
-	mod   *module
-	// back says the request is back in its communicator's pool.
-	back atomic.Uint64
 	// scratch holds, on the fast path, an RGET's description copied out of
 	// the ring, then the FIN this receive sends (sendCtl copies it if it
 	// has to queue it): local arrays would escape into the transports'
