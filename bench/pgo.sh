@@ -14,8 +14,9 @@
 # The profile is both ranks' CPU profiles (GOMPI_BENCH_CPUPROFILE) of a
 # mix of gompi-bench jobs built without one (-pgo=off), on one node: the
 # point-to-point table over shm (latency, then bw, 0 B to 4 MiB), longer
-# runs of small messages (windows, and ping-pongs), and the small
-# collectives and nonblocking ones. Not tcp: its time is the kernel's, and
+# runs of small messages (windows, and ping-pongs with the LLP and without:
+# both are paths of a default job, the LLP's below its size limit), and the
+# small collectives and nonblocking ones. Not tcp: its time is the kernel's, and
 # its weight would leave the shm path below the compiler's hot threshold
 # (the call edges that make up 99 % of the profile's weight). Re-make it when the message path changes much; a stale profile
 # still builds (Go matches it by function and line, and ignores what no
@@ -60,6 +61,7 @@ B=$WORK/gompi-bench
 job --mca btl self,shm "$B" pingpong --sizes 0:4m
 job --mca btl self,shm "$B" bw --sizes 1,8,64,512 --iterations "$(iters 200000)"
 job --mca btl self,shm "$B" latency --sizes 1,8,64,512 --iterations "$(iters 2000000)"
+job --mca btl self,shm --mca llp ^tofu "$B" latency --sizes 1,8,64,512 --iterations "$(iters 2000000)"
 job "$B" allreduce --sizes 8,1k,64k --scale "$SCALE"
 job "$B" nbc --scale "$SCALE"
 
