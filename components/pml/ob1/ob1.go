@@ -145,6 +145,7 @@ func (c *Component) Query(b *mca.Base, env *pml.Env) (int, pml.Module, error) {
 		llpOf:    make([]llp.Module, job.Size),
 		peekOf:   make([]llp.MessagePeeker, job.Size),
 		peekBTL:  make([]btlPeek, job.Size),
+		viaBTL:   make([]atomic.Uint64, job.Size),
 		unpeeked: make([][]btl.Module, job.Size),
 		lost:     make([]atomic.Bool, job.Size),
 		offers:   make([]atomic.Pointer[pipeOffers], job.Size),
@@ -252,6 +253,11 @@ type module struct {
 	// it 5 %).
 	peekOf  []llp.MessagePeeker
 	peekBTL []btlPeek
+	// viaBTL is, per world rank with both, 1 when the last message the
+	// fast path took from it came through its BTL route, not its LLP: the
+	// next receive polls that one on every turn and the other every
+	// fastOtherPathEvery turns (a hint; any goroutine may set it).
+	viaBTL []atomic.Uint64
 	// unpeeked are, per world rank whose LLP the fast path peeks at but
 	// whose BTL route it cannot (tcp, or eager striped over several), the
 	// modules that carry its other messages: the fast path progresses

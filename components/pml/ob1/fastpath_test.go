@@ -1,0 +1,37 @@
+package ob1
+
+import "testing"
+
+// TestFastPathTurns: the receive fast path polls the path a peer's last
+// message took on every turn, and the other often enough that a message on
+// it waits at most fastOtherPathEvery turns; a peer with one path has it
+// polled every turn.
+func TestFastPathTurns(t *testing.T) {
+	for _, c := range []struct{ llp, btl, viaBTL bool }{
+		{true, true, false}, {true, true, true}, {true, false, false}, {false, true, false}, {true, false, true}, {false, true, true},
+	} {
+		sinceLLP, sinceBTL := 0, 0
+		for i := 1; i <= 4*fastOtherPathEvery; i++ {
+			l, b := fastPathTurn(c.llp, c.btl, c.viaBTL, i)
+			if l && !c.llp || b && !c.btl {
+				t.Fatalf("%+v turn %d polls a path the peer does not have (llp %v btl %v)", c, i, l, b)
+			}
+			if sinceLLP, sinceBTL = sinceLLP+1, sinceBTL+1; l {
+				sinceLLP = 0
+			}
+			if b {
+				sinceBTL = 0
+			}
+			if c.llp && sinceLLP >= fastOtherPathEvery || c.btl && sinceBTL >= fastOtherPathEvery {
+				t.Fatalf("%+v: turn %d, %d turns without the LLP, %d without the BTL: want each at least every %d", c, i, sinceLLP, sinceBTL, fastOtherPathEvery)
+			}
+			// The path the last message took: every turn.
+			if c.llp && c.btl && (c.viaBTL && !b || !c.viaBTL && !l) {
+				t.Fatalf("%+v turn %d skips the path the last message took (llp %v btl %v)", c, i, l, b)
+			}
+			if c.llp && c.btl && i%fastOtherPathEvery != 0 && l && b {
+				t.Fatalf("%+v turn %d polls both: the other path only every %d turns", c, i, fastOtherPathEvery)
+			}
+		}
+	}
+}
