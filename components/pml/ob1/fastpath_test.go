@@ -4,15 +4,15 @@ import "testing"
 
 // TestFastPathTurns: the receive fast path polls the path a peer's last
 // message took on every turn, and the other often enough that a message on
-// it waits at most fastOtherPathEvery turns; a peer with one path has it
-// polled every turn.
+// it waits at most fastOtherPathEvery turns, and on its last turn; a peer
+// with one path has it polled every turn.
 func TestFastPathTurns(t *testing.T) {
 	for _, c := range []struct{ llp, btl, viaBTL bool }{
 		{true, true, false}, {true, true, true}, {true, false, false}, {false, true, false}, {true, false, true}, {false, true, true},
 	} {
 		sinceLLP, sinceBTL := 0, 0
 		for i := 1; i <= 4*fastOtherPathEvery; i++ {
-			l, b := fastPathTurn(c.llp, c.btl, c.viaBTL, i)
+			l, b := fastPathTurn(c.llp, c.btl, c.viaBTL, i, false)
 			if l && !c.llp || b && !c.btl {
 				t.Fatalf("%+v turn %d polls a path the peer does not have (llp %v btl %v)", c, i, l, b)
 			}
@@ -32,6 +32,11 @@ func TestFastPathTurns(t *testing.T) {
 			if c.llp && c.btl && i%fastOtherPathEvery != 0 && l && b {
 				t.Fatalf("%+v turn %d polls both: the other path only every %d turns", c, i, fastOtherPathEvery)
 			}
+		}
+		// The last turn (the only one where ranks share cores) looks at
+		// every path the peer has.
+		if l, b := fastPathTurn(c.llp, c.btl, c.viaBTL, 1, true); l != c.llp || b != c.btl {
+			t.Fatalf("%+v: the last turn polls llp %v btl %v, want every path the peer has", c, l, b)
 		}
 	}
 }

@@ -628,9 +628,10 @@ func (m *module) Mrecv(buf []byte, mm *pml.Message) (pml.Status, error) {
 // fastPathTurn says which of a peer's paths turn i of the fast path polls:
 // each path it has on every turn, except that with both, the one its last
 // message did not take (the LLP when viaBTL) only every fastOtherPathEvery
-// turns.
-func fastPathTurn(hasLLP, hasBTL, viaBTL bool, i int) (pollLLP, pollBTL bool) {
-	other := i%fastOtherPathEvery == 0
+// turns and on the last turn (a fast path of one turn, where ranks share
+// cores, looks at both).
+func fastPathTurn(hasLLP, hasBTL, viaBTL bool, i int, last bool) (pollLLP, pollBTL bool) {
+	other := last || i%fastOtherPathEvery == 0
 	both := hasLLP && hasBTL
 	return hasLLP && (!both || !viaBTL || other), hasBTL && (!both || viaBTL || other)
 }
@@ -680,7 +681,7 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 	}
 	viaBTL := lp != nil && bp != nil && m.viaBTL[w].Load() == 1
 	for i := 1; i <= polls; i++ {
-		pollLLP, pollBTL := fastPathTurn(lp != nil, bp != nil, viaBTL, i)
+		pollLLP, pollBTL := fastPathTurn(lp != nil, bp != nil, viaBTL, i, i == polls)
 		if pollLLP {
 			if msg, ok := lp.Peek(w); ok {
 				if viaBTL {
