@@ -129,10 +129,11 @@ func (r *recvReq) Recycle() {
 
 // finish completes the request once, whoever gets there first.
 func (r *recvReq) finish(err error) {
-	r.dirty = true
 	if r.finished.Swap(true) {
 		return
 	}
+	// Only the finisher that won writes: a late one may find r reused.
+	r.dirty = true
 	st := r.st
 	if err != nil {
 		st.Err = err
@@ -160,7 +161,6 @@ func (r *recvReq) Cancel() bool {
 	}
 	c.unpost(r)
 	c.mu.Unlock()
-	r.dirty = true
 	r.st = pml.Status{Source: pml.AnySource, Tag: pml.AnyTag, Cancelled: true}
 	r.finish(nil)
 	return true
