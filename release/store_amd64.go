@@ -9,10 +9,7 @@ import (
 
 // Store stores v in *p with release ordering: a reader that loads v
 // (atomic.Uint64.Load) sees every store this goroutine made before.
-func Store(p *atomic.Uint64, v uint64) { store((*uint64)(unsafe.Pointer(p)), v) }
-
-//go:noescape
-func store(p *uint64, v uint64)
+func Store(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
 
 // PrefetchW asks for the cache line holding *p in the writable state,
 // without waiting: a producer calls it on the ring line it writes next, so

@@ -78,6 +78,7 @@ import (
 	"github.com/gompi/gompi/mca"
 	"github.com/gompi/gompi/mpierr"
 	"github.com/gompi/gompi/params"
+	"github.com/gompi/gompi/release"
 	"github.com/gompi/gompi/rte"
 )
 
@@ -408,6 +409,31 @@ type SendCounts struct {
 	// Bytes is the sum of their lengths as the caller gave them, header
 	// plus payload; the module's own framing is not included.
 	Bytes uint64
+}
+
+// HeldSender is an optional interface of a Module whose Send serializes the
+// senders of an endpoint with a lock of its own (shm's ring producer). A PML
+// that guards its own per-peer send state with a lock (ob1's sequence
+// numbers) may use the endpoint's lock for it instead, and send with
+// SendHeld while it holds it: a message then costs one locked instruction
+// on the sender, not two, where that instruction is most of a small
+// message's software cost (the compare-and-swap waits for every store
+// before it, a ring record's among them, to leave the core).
+//
+// ob1 looks for it once per communicator and peer, on the peer's eager
+// route. A PML that holds SendLock(ep) must not call Send or Sendi towards
+// ep (they take the lock: a goroutine would wait for itself), nor
+// Progress on any module (a receive callback may send towards ep), and
+// must hold it for no longer than its bookkeeping of a send: other senders
+// to the peer, of every communicator, wait for it. Send and Sendi stay
+// safe for callers that do not hold the lock; they take it.
+type HeldSender interface {
+	// SendLock returns the lock that serializes sends towards ep; the same
+	// lock for the endpoint's life.
+	SendLock(ep Endpoint) *release.Mutex
+	// SendHeld is Send for a caller that holds SendLock(ep): the same
+	// order, copies, errors and ErrWouldBlock.
+	SendHeld(ep Endpoint, tag Tag, hdr, payload []byte) error
 }
 
 // SendCounter is an optional interface of a Module: it counts what it

@@ -66,6 +66,7 @@ var Checks = []Check{
 	{"pipeline", checkPipeline},
 	{"mprobe", checkMprobe},
 	{"concurrent", checkConcurrent},
+	{"concurrentcomms", checkConcurrentComms},
 	{"bsend", checkBsend},
 	{"waitany", checkWaitany},
 	{"waitcontext", checkWaitContext},
@@ -846,6 +847,75 @@ func checkConcurrent(c *mpi.Comm, o Options) error {
 				}
 			}
 		}(w)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Several goroutines per rank send to the same peer at once, each on a
+// communicator of its own and all with the same tag, mixing blocking and
+// nonblocking sends of every protocol (eager, pipelined, rendezvous):
+// each communicator's stream stays in order. ob1's sends to a peer of
+// every communicator share one lock with the transport (btl.HeldSender);
+// this is where a send path that took the transport's lock again under it
+// would hang, and where a lost sequence number would show.
+func checkConcurrentComms(c *mpi.Comm, o Options) error {
+	n, me := c.Size(), c.Rank()
+	if n < 2 {
+		return nil
+	}
+	right, left := (me+1)%n, (me+n-1)%n
+	const workers, per, tag = 4, 24, 7
+	comms := make([]*mpi.Comm, workers)
+	for w := range comms {
+		d, err := c.Dup()
+		if err != nil {
+			return err
+		}
+		defer d.Free()
+		comms[w] = d
+	}
+	sizes := []int{16, 200, 4000, 20000, 70000, o.Large}
+	var wg sync.WaitGroup
+	errs := make([]error, 2*workers)
+	for w, d := range comms {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			var reqs []*mpi.Request
+			for idx := 0; idx < per; idx++ {
+				m := msg(me, tag, idx, sizes[(idx+w)%len(sizes)])
+				if idx%2 == 0 {
+					if err := d.Send(m, right, tag); err != nil {
+						errs[2*w] = err
+						return
+					}
+					continue
+				}
+				q, err := d.Isend(m, right, tag)
+				if err != nil {
+					errs[2*w] = err
+					return
+				}
+				reqs = append(reqs, q)
+			}
+			errs[2*w] = mpi.Waitall(reqs, nil)
+		}()
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, max(o.Large, 70000))
+			for idx := 0; idx < per; idx++ {
+				h, err := recvMsg(d, buf, left, tag)
+				if err != nil {
+					errs[2*w+1] = fmt.Errorf("communicator %d: %w", w, err)
+					return
+				}
+				if h.idx != idx {
+					errs[2*w+1] = fmt.Errorf("communicator %d: message %d arrived as the %d-th", w, h.idx, idx)
+					return
+				}
+			}
+		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)

@@ -253,37 +253,69 @@ func (e *endpoint) send(tag btl.Tag, hdr, payload []byte) error {
 		return *p
 	}
 	e.mu.Lock()
+	asleep, err := e.sendHeld(tag, hdr, payload)
+	e.mu.Unlock()
+	if asleep {
+		e.m.wake.RingPeer(e.rank)
+	}
+	return err
+}
+
+// SendLock returns the lock of ep's ring producer (btl.HeldSender).
+func (m *module) SendLock(ep btl.Endpoint) *release.Mutex {
+	e, err := m.endpoint(ep)
+	if err != nil {
+		return nil
+	}
+	return &e.mu
+}
+
+// SendHeld is Send for a caller that holds SendLock(ep) (btl.HeldSender).
+func (m *module) SendHeld(ep btl.Endpoint, tag btl.Tag, hdr, payload []byte) error {
+	e, err := m.endpoint(ep)
+	if err != nil {
+		return err
+	}
+	if len(hdr)+len(payload) > m.attr.MaxSendSize {
+		return btl.ErrTooLarge
+	}
+	if p := e.lost.Load(); p != nil {
+		return *p
+	}
+	asleep, err := e.sendHeld(tag, hdr, payload)
+	if asleep {
+		// Under the caller's lock: only when the peer sleeps, where a
+		// system call or a wake-up is paid anyway.
+		e.m.wake.RingPeer(e.rank)
+	}
+	return err
+}
+
+// sendHeld writes a record into the peer's ring and says whether the peer
+// sleeps (its bell is to be rung); the caller holds e.mu, under which
+// Finalize unmaps the peer's segment.
+func (e *endpoint) sendHeld(tag btl.Tag, hdr, payload []byte) (asleep bool, err error) {
 	if e.m.closed.Load() {
-		e.mu.Unlock()
-		return mpierr.Errorf(mpierr.ErrOther, "btl shm: send after Finalize")
+		return false, mpierr.Errorf(mpierr.ErrOther, "btl shm: send after Finalize")
 	}
 	if e.out == nil {
 		if err := e.connect(); err != nil {
-			e.mu.Unlock()
-			return err
+			return false, err
 		}
 	}
 	if e.out.write(uint8(tag), hdr, payload) {
 		e.refused = 0
-		// Under the lock: Finalize unmaps the peer's segment under it.
-		asleep := e.peerCtl.Asleep()
-		e.mu.Unlock()
-		if asleep {
-			e.m.wake.RingPeer(e.rank)
-		}
-		return nil
+		return e.peerCtl.Asleep(), nil
 	}
 	// No room: the receiver is slow, or dead. Look rarely, so that a
 	// sender spinning on a full box costs the peer nothing.
-	err := btl.ErrWouldBlock
 	if e.refused++; e.refused >= e.m.cfg.livenessPolls {
 		e.refused = 0
 		if lerr := e.m.checkPeer(e); lerr != nil {
-			err = lerr
+			return false, lerr
 		}
 	}
-	e.mu.Unlock()
-	return err
+	return false, btl.ErrWouldBlock
 }
 
 // connect makes the box to the peer, on first Send, and announces it in
@@ -522,6 +554,7 @@ type withoutSingleCopy struct{ plainModule }
 type plainModule interface {
 	btl.Module
 	btl.FragmentPeeker
+	btl.HeldSender
 }
 
 // Expose describes buf for process_vm_readv/writev by a peer.
@@ -666,4 +699,6 @@ var (
 	_ btl.RDMA           = (*module)(nil)
 	_ btl.FragmentPeeker = (*module)(nil)
 	_ btl.FragmentPeeker = withoutSingleCopy{}
+	_ btl.HeldSender     = (*module)(nil)
+	_ btl.HeldSender     = withoutSingleCopy{}
 )

@@ -40,3 +40,25 @@ func TestFastPathTurns(t *testing.T) {
 		}
 	}
 }
+
+// TestLLPPolled: Progress polls the LLPs on every pass whose BTLs delivered
+// nothing, and once in llpPollEvery passes that did (a window of messages
+// keeps the BTLs busy: an LLP message then waits that many passes at most).
+func TestLLPPolled(t *testing.T) {
+	since := 0
+	for turn := uint64(1); turn <= 5*llpPollEvery; turn++ {
+		if !llpPolled(0, turn) {
+			t.Fatalf("pass %d delivered nothing and skipped the LLPs", turn)
+		}
+		polled := llpPolled(3, turn)
+		if since++; polled {
+			since = 0
+		}
+		if since >= llpPollEvery {
+			t.Fatalf("pass %d: %d busy passes without polling the LLPs, want at most %d", turn, since, llpPollEvery-1)
+		}
+		if polled && turn%llpPollEvery != 0 {
+			t.Fatalf("busy pass %d polled the LLPs: want only every %d-th", turn, llpPollEvery)
+		}
+	}
+}

@@ -19,8 +19,8 @@ type comm struct {
 	rank  int
 	size  int
 
-	// send is per peer (communicator rank); each has its own lock, so that
-	// sends to different peers never contend.
+	// send is per peer (communicator rank); each has its lock, so that
+	// sends to different peers never contend (see sendPeer.mu).
 	send []sendPeer
 
 	// mu is the matching lock: it guards everything below.
@@ -39,9 +39,19 @@ type comm struct {
 // sendPeer is the send side of one (communicator, peer) pair.
 type sendPeer struct {
 	world int // the peer's world rank
-	mu    release.Mutex
-	seq   uint16     // the next message's sequence number
-	queue []*sendReq // sends that found no room, in sequence order
+	// mu guards what follows. It is the lock of the peer's eager route
+	// when that transport lends it (btl.HeldSender: shm's ring producer,
+	// shared by every communicator's sends to the peer), so that a
+	// message takes one lock, not ob1's and then the transport's; the
+	// sends made under it go through sendLocked. Otherwise it is own.
+	mu  *release.Mutex
+	own release.Mutex
+	// held is the eager route's module when mu is its lock, and heldRoute
+	// that route.
+	held      btl.HeldSender
+	heldRoute *btl.Route
+	seq       uint16     // the next message's sequence number
+	queue     []*sendReq // sends that found no room, in sequence order
 	// inQueued says the peer is on the module's list of queues to push.
 	inQueued bool
 	// rr turns eager messages over the peer's routes.
@@ -54,6 +64,34 @@ type sendPeer struct {
 	// eager and llpHits count messages sent (Stats), under mu: a shared
 	// atomic counter would cost every message a locked instruction.
 	eager, llpHits uint64
+}
+
+// lendLock makes sp's lock the one of its eager route's endpoint when the
+// transport lends it (btl.HeldSender), its own otherwise.
+func (m *module) lendLock(sp *sendPeer) {
+	sp.mu = &sp.own
+	if sp.world >= m.bml.Size() {
+		return // a test's module, with no peers
+	}
+	routes := m.bml.Peer(sp.world).Send
+	if len(routes) == 0 {
+		return
+	}
+	rt := &routes[0]
+	if hs, ok := rt.Module.(btl.HeldSender); ok {
+		if mu := hs.SendLock(rt.EP); mu != nil {
+			sp.mu, sp.held, sp.heldRoute = mu, hs, rt
+		}
+	}
+}
+
+// sendLocked sends a fragment on route for a caller that holds sp.mu: with
+// SendHeld when sp.mu is the route's own lock (Send would wait for it).
+func (sp *sendPeer) sendLocked(route *btl.Route, tag btl.Tag, hdr, payload []byte) error {
+	if route == sp.heldRoute {
+		return sp.held.SendHeld(route.EP, tag, hdr, payload)
+	}
+	return route.Module.Send(route.EP, tag, hdr, payload)
 }
 
 // sendCounts sums the communicator's send counters.
@@ -115,6 +153,7 @@ func (m *module) AddComm(pc *pml.Comm) error {
 			return mpierr.Errorf(mpierr.ErrComm, "ob1: communicator %d: rank %d is world rank %d, outside the job of %d", pc.CID, r, w, m.size)
 		}
 		c.send[r].world, c.peers[r].world = w, w
+		m.lendLock(&c.send[r])
 	}
 	m.commsMu.Lock()
 	cs := *m.comms.Load()

@@ -126,7 +126,7 @@ func (m *module) Send(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode)
 		if mode != pml.Buffered {
 			route := m.eagerRoute(w, sp, len(buf))
 			if len(buf) <= route.Attr.EagerLimit-matchLen && !m.lost[w].Load() {
-				err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
+				err := sp.sendLocked(route, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
 				if err == nil {
 					sp.seq++
 					sp.eager++
@@ -193,7 +193,7 @@ func (m *module) Isend(pc *pml.Comm, buf []byte, dst, tag int, mode pml.SendMode
 		// takes at once needs no send request, only a completed one.
 		route := m.eagerRoute(w, sp, len(buf))
 		if len(buf) <= route.Attr.EagerLimit-matchLen {
-			err := route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
+			err := sp.sendLocked(route, tagOf(hdrMatch), putMatch(sp.hdr[:], hdrMatch, c.cid, c.rank, tag, sp.seq), buf)
 			if err == nil {
 				sp.seq++
 				sp.eager++
@@ -370,7 +370,7 @@ func (m *module) first(r *sendReq) bool {
 	switch r.proto {
 	case hdrMatch:
 		route = m.eagerRoute(r.world, r.sp, len(r.buf))
-		err = route.Module.Send(route.EP, tagOf(hdrMatch), putMatch(hb, hdrMatch, c.cid, c.rank, r.tag, r.seq), r.buf)
+		err = r.sp.sendLocked(route, tagOf(hdrMatch), putMatch(hb, hdrMatch, c.cid, c.rank, r.tag, r.seq), r.buf)
 		if err == nil {
 			r.sp.eager++
 			// Sent: ob1 no longer refers to r (its queue slot, if any, is
@@ -385,7 +385,7 @@ func (m *module) first(r *sendReq) bool {
 			h = putStamp(h, r.stamp)
 		}
 		chunk := min(len(r.buf), route.Attr.MaxSendSize-len(h))
-		err = route.Module.Send(route.EP, tagOf(hdrPipe), h, r.buf[:chunk])
+		err = r.sp.sendLocked(route, tagOf(hdrPipe), h, r.buf[:chunk])
 		if err == nil {
 			m.nPipe.Add(1)
 			r.firstSent.Store(true)
@@ -398,13 +398,13 @@ func (m *module) first(r *sendReq) bool {
 		if r.stamp != 0 {
 			h = putStamp(h, r.stamp)
 		}
-		err = route.Module.Send(route.EP, tagOf(hdrRget), h, r.rget)
+		err = r.sp.sendLocked(route, tagOf(hdrRget), h, r.rget)
 		if err == nil {
 			m.nRget.Add(1)
 		}
 	default:
 		chunk := max(0, min(len(r.buf), route.Attr.RndvEagerLimit-rndvLen))
-		err = route.Module.Send(route.EP, tagOf(hdrRndv), putRndv(hb, hdrRndv, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.buf[:chunk])
+		err = r.sp.sendLocked(route, tagOf(hdrRndv), putRndv(hb, hdrRndv, c.cid, c.rank, r.tag, r.seq, len(r.buf), r.id), r.buf[:chunk])
 		if err == nil {
 			m.nRndv.Add(1)
 		}
@@ -527,7 +527,7 @@ func (m *module) pushPipe(r *sendReq, route *btl.Route) {
 	room := max(1, route.Attr.MaxSendSize-fragLen)
 	for r.off < r.want {
 		end := min(r.off+room, r.want)
-		err := route.Module.Send(route.EP, tagOf(hdrPFrag), putFragOf(r.fhdr[:], hdrPFrag, fragHdr{r.dstReq, uint64(r.off)}), r.buf[r.off:end])
+		err := r.sp.sendLocked(route, tagOf(hdrPFrag), putFragOf(r.fhdr[:], hdrPFrag, fragHdr{r.dstReq, uint64(r.off)}), r.buf[r.off:end])
 		if isWouldBlock(err) {
 			m.workMu.Lock()
 			m.streams = append(m.streams, r)
