@@ -24,11 +24,14 @@ type comm struct {
 	send []sendPeer
 
 	// mu is the matching lock: it guards everything below.
-	mu      release.Mutex
-	peers   []recvPeer
-	wild    reqList // posted AnySource receives, in posting order
-	unexAll msgList // unexpected messages of every peer, in matching order
-	postSeq uint64  // posting order of receives
+	mu    release.Mutex
+	peers []recvPeer
+	wild  reqList // posted AnySource receives, in posting order
+	// wildPosted is 1 while wild holds a receive (noteWild; read without
+	// c.mu, as recvPeer.queued).
+	wildPosted atomic.Uint64
+	unexAll    msgList // unexpected messages of every peer, in matching order
+	postSeq    uint64  // posting order of receives
 	// recvFree is the communicator's free list of receive requests.
 	recvFree lockedPool[recvReq, *recvReq]
 
@@ -107,11 +110,48 @@ func (c *comm) sendCounts() (eager, llpHits uint64) {
 
 // recvPeer is the receive side of one (communicator, peer) pair.
 type recvPeer struct {
+	// queued is 1 while posted, unex or parked holds something: stored
+	// under c.mu when they change (setQueued, noteQueued), read without
+	// it by the receive fast path (fastClear), where the matching lock's
+	// compare-and-swap was a sixth of a Send and Recv's software cost.
+	// Beside posted, which every post writes.
+	queued   atomic.Uint64
+	posted   reqList           // receives posted for this peer
 	world    int               // the peer's world rank
 	expected uint16            // the sequence number that matches next
 	parked   map[uint16]*inMsg // headers that arrived before their turn
-	posted   reqList           // receives posted for this peer
 	unex     msgList           // this peer's unexpected messages
+}
+
+// setQueued notes that one of p's lists holds something now. Callers hold
+// c.mu.
+func (p *recvPeer) setQueued() {
+	if p.queued.Load() == 0 {
+		release.Store(&p.queued, 1)
+	}
+}
+
+// noteQueued refreshes p.queued after something left its lists. Callers
+// hold c.mu.
+func (p *recvPeer) noteQueued() {
+	var v uint64
+	if p.posted.head != nil || p.unex.head != nil || len(p.parked) != 0 {
+		v = 1
+	}
+	if p.queued.Load() != v {
+		release.Store(&p.queued, v)
+	}
+}
+
+// noteWild refreshes c.wildPosted after c.wild changed. Callers hold c.mu.
+func (c *comm) noteWild() {
+	var v uint64
+	if c.wild.head != nil {
+		v = 1
+	}
+	if c.wildPosted.Load() != v {
+		release.Store(&c.wildPosted, v)
+	}
 }
 
 // inMsg is a message header (with its eager data or first chunk) that could
@@ -381,6 +421,7 @@ func (m *module) incoming(world int, msg *inMsg, a *arrival) {
 			return
 		}
 		p.parked[seq] = msg
+		p.setQueued()
 		c.mu.Unlock()
 		m.nOutOfOrder.Add(1)
 		return
@@ -395,6 +436,9 @@ func (m *module) incoming(world int, msg *inMsg, a *arrival) {
 		delete(p.parked, p.expected)
 		acts = m.matchIn(c, src, next, nil, world, acts)
 		p.expected++
+		if len(p.parked) == 0 {
+			p.noteQueued()
+		}
 	}
 	c.mu.Unlock()
 	for i := range acts {
@@ -440,6 +484,7 @@ func (m *module) matchIn(c *comm, src int, msg *inMsg, a *arrival, world int, ac
 			msg = m.copyIn(a, world)
 		}
 		c.peers[src].unex.pushPeer(msg)
+		c.peers[src].setQueued()
 		c.unexAll.pushAll(msg)
 		m.nUnexpected.Add(1)
 		return acts
@@ -523,7 +568,11 @@ func (c *comm) findUnexpected(src, tag int) *inMsg {
 
 // takeUnexpected removes msg from the unexpected queues. Callers hold c.mu.
 func (c *comm) takeUnexpected(msg *inMsg) {
-	c.peers[msg.src].unex.removePeer(msg)
+	p := &c.peers[msg.src]
+	p.unex.removePeer(msg)
+	if p.unex.head == nil {
+		p.noteQueued()
+	}
 	c.unexAll.removeAll(msg)
 }
 
@@ -534,8 +583,10 @@ func (c *comm) post(r *recvReq) {
 	r.posted = true
 	if r.src == pml.AnySource {
 		c.wild.push(r)
+		c.noteWild()
 	} else {
 		c.peers[r.src].posted.push(r)
+		c.peers[r.src].setQueued()
 	}
 }
 
@@ -543,8 +594,13 @@ func (c *comm) post(r *recvReq) {
 func (c *comm) unpost(r *recvReq) {
 	if r.src == pml.AnySource {
 		c.wild.remove(r)
+		c.noteWild()
 	} else {
-		c.peers[r.src].posted.remove(r)
+		p := &c.peers[r.src]
+		p.posted.remove(r)
+		if p.posted.head == nil {
+			p.noteQueued()
+		}
 	}
 	r.posted = false
 }

@@ -673,6 +673,7 @@ func (m *module) peerLost(world int, cause error) {
 			c.peers[cr].posted.remove(r)
 			r.posted = false
 		}
+		c.peers[cr].noteQueued()
 		c.mu.Unlock()
 		for _, r := range posted {
 			r.Complete(pml.Status{Source: cr, Tag: pml.AnyTag, Err: fail()})

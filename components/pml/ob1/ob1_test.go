@@ -435,3 +435,68 @@ func TestPipelinedFollowsTheReceiversChoice(t *testing.T) {
 		})
 	}
 }
+
+// A blocking receive does not take a message in place (the fast path)
+// while a receive posted before it could take that message: the earlier
+// receive gets it, as MPI's order says, whichever way it came (the LLP's
+// slot, the shm ring) and whether the earlier receive names the source or
+// is AnySource. The sender's messages wait unprogressed in the transports
+// when the blocking receive starts (the ranks are goroutines of one
+// process: a channel orders them without progressing either rank), so the
+// fast path finds them there at once.
+func TestFastPathYieldsToPostedReceive(t *testing.T) {
+	for _, c := range []struct {
+		name, llp string
+		src       int
+	}{
+		{"llp/from-rank", "", 0}, {"llp/anysource", "", mpi.AnySource},
+		{"ring/from-rank", "^tofu", 0}, {"ring/anysource", "^tofu", mpi.AnySource},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			posted, sent := make(chan struct{}), make(chan struct{})
+			opts := []mpitest.Option{mpitest.WithMCA("btl", "self,shm")}
+			if c.llp != "" {
+				opts = append(opts, mpitest.WithMCA("llp", c.llp))
+			}
+			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				if err := w.Barrier(); err != nil { // the boxes are made
+					return err
+				}
+				if r.Rank() == 0 {
+					<-posted
+					for _, m := range []string{"first", "second"} {
+						if err := w.Send([]byte(m), 1, 5); err != nil {
+							return err
+						}
+					}
+					close(sent)
+					return nil
+				}
+				early := make([]byte, 8)
+				q, err := w.Irecv(early, c.src, mpi.AnyTag)
+				if err != nil {
+					return err
+				}
+				close(posted)
+				<-sent
+				late := make([]byte, 8)
+				st, err := w.Recv(late, 0, 5)
+				if err != nil {
+					return err
+				}
+				qst, err := q.Wait()
+				if err != nil {
+					return err
+				}
+				if got := string(early[:qst.Count]); got != "first" {
+					return fmt.Errorf("the receive posted first got %q, the blocking one %q: want first, second", got, late[:st.Count])
+				}
+				if got := string(late[:st.Count]); got != "second" {
+					return fmt.Errorf("the blocking receive got %q, want second", got)
+				}
+				return nil
+			}, opts...)
+		})
+	}
+}

@@ -736,13 +736,13 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 
 // fastClear reports whether the fast path may wait for src's next message:
 // nothing of src's is unexpected or parked, and no receive that could take
-// it is posted.
+// it is posted. It reads the words matching keeps for it (noteQueued,
+// noteWild), not the lists: no lock. What this goroutine posted before is
+// there; what another posts meanwhile is concurrent with this receive,
+// which MPI lets match in either order, and takeInPlace checks the
+// sequence number and the queues under the lock before it takes anything.
 func (m *module) fastClear(c *comm, src, w int) bool {
-	c.mu.Lock()
-	p := &c.peers[src]
-	ok := p.unex.head == nil && len(p.parked) == 0 && p.posted.head == nil && c.wild.head == nil && !m.lost[w].Load()
-	c.mu.Unlock()
-	return ok
+	return c.peers[src].queued.Load() == 0 && c.wildPosted.Load() == 0 && !m.lost[w].Load()
 }
 
 // takeInPlace matches frag, the next message from src, with a blocking

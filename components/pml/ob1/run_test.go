@@ -114,7 +114,8 @@ func outcome(t *testing.T, frags [][]byte, posts []post, asRun bool) string {
 		for msg := c.unexAll.head; msg != nil; msg = msg.allNext {
 			out += fmt.Sprintf("comm %d unexpected: src %d tag %d seq %d %q\n", cid, msg.src, msg.tag, msg.seq, msg.data)
 		}
-		for src, p := range c.peers {
+		for src := range c.peers {
+			p := &c.peers[src]
 			out += fmt.Sprintf("comm %d peer %d: expected %d, %d parked\n", cid, src, p.expected, len(p.parked))
 		}
 	}
