@@ -185,7 +185,7 @@ func Reduce[T datatype.Elem](l *LogChain, send, recv []T, op *Op, root, tag int)
 		return wrapErr("Reduce", l, err)
 	}
 	if l.rank == root {
-		copy(datatype.Bytes(recv), out)
+		datatype.CopyCached(datatype.Bytes(recv), out)
 	}
 	return nil
 }
@@ -228,9 +228,9 @@ func allreduceBytes(l *group, send, recv []byte, red datatype.Reducer, tag, root
 			red.Apply(in, inout)
 			return
 		}
-		copy(tmp, in)
+		datatype.CopyCached(tmp, in)
 		red.Apply(inout, tmp)
-		copy(inout, tmp)
+		datatype.CopyCached(inout, tmp)
 	}
 	if me >= p { // hand my data to member me-p, get the result back
 		if err := l.t.Send(send, l.at(-p), tag); err != nil {
@@ -286,7 +286,7 @@ func allreduceBytes(l *group, send, recv []byte, red datatype.Reducer, tag, root
 		result = cur.hi
 	}
 	if root < 0 || root == me {
-		copy(recv, result)
+		datatype.CopyCached(recv, result)
 	}
 	if me < extra && (root < 0 || root == me+p) {
 		return l.t.Send(result, l.at(p), tag)
@@ -345,13 +345,13 @@ func scan[T datatype.Elem](l *LogChain, send, recv []T, op *Op, tag int, name st
 				result, have = append([]byte(nil), tmp...), true
 			}
 		} else {
-			copy(scratch, tmp)
+			datatype.CopyCached(scratch, tmp)
 			red.Apply(partial, scratch)
-			copy(partial, scratch)
+			datatype.CopyCached(partial, scratch)
 		}
 	}
 	if have {
-		copy(out, result)
+		datatype.CopyCached(out, result)
 	}
 	return nil
 }
@@ -438,7 +438,7 @@ func allgatherv(l *group, send, recv []byte, counts []int, elem, tag int) error 
 	}
 	for i := 0; i < n; i++ {
 		s := size(i)
-		copy(recv[displ[(me+i)%n]:], buf[off:off+s])
+		datatype.CopyCached(recv[displ[(me+i)%n]:], buf[off:off+s])
 		off += s
 	}
 	return nil
@@ -474,7 +474,7 @@ func Gather[T datatype.Elem](r *LogRing, send, recv []T, root, tag int) error {
 		sub <<= 1
 	}
 	buf := make([]byte, min(sub, n-vr)*bs)
-	copy(buf, datatype.Bytes(send))
+	datatype.CopyCached(buf, datatype.Bytes(send))
 	for mask := 1; mask < sub && vr+mask < n; mask <<= 1 {
 		cnt := min(mask, n-vr-mask)
 		if err := l.recv(buf[mask*bs:(mask+cnt)*bs], l.at(mask), tag); err != nil {
@@ -489,7 +489,7 @@ func Gather[T datatype.Elem](r *LogRing, send, recv []T, root, tag int) error {
 	}
 	out := datatype.Bytes(recv)
 	for i := 0; i < n; i++ {
-		copy(out[((i+root)%n)*bs:], buf[i*bs:(i+1)*bs])
+		datatype.CopyCached(out[((i+root)%n)*bs:], buf[i*bs:(i+1)*bs])
 	}
 	return nil
 }
@@ -578,7 +578,7 @@ func alltoallv(l *group, send, recv []byte, sendCounts, recvCounts []int, elem, 
 		head := make([]byte, 8*len(idx))
 		dst, src := l.at(k), l.at(-k)
 		if uniform {
-			copy(head, out[:len(head)]) // the same lengths come back
+			datatype.CopyCached(head, out[:len(head)]) // the same lengths come back
 		} else if err := l.sendrecv(out[:len(head)], dst, head, src, tag); err != nil {
 			return err
 		}
@@ -606,7 +606,7 @@ func alltoallv(l *group, send, recv []byte, sendCounts, recvCounts []int, elem, 
 		if len(blocks[i]) != recvCounts[from]*elem {
 			return mpierr.Errorf(mpierr.ErrCount, "member %d sent %d bytes where %d were expected", from, len(blocks[i]), recvCounts[from]*elem)
 		}
-		copy(recv[rdispl[from]:], blocks[i])
+		datatype.CopyCached(recv[rdispl[from]:], blocks[i])
 	}
 	return nil
 }

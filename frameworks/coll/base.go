@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/pml"
 )
 
@@ -194,8 +195,8 @@ func Combine(a *Args, in, inout, tmp []byte, left bool) {
 	case a.Reducer.Commutative():
 		a.Reducer.Apply(in, inout)
 	default:
-		copy(tmp, in)
+		datatype.CopyCached(tmp, in)
 		a.Reducer.Apply(inout, tmp)
-		copy(inout, tmp)
+		datatype.CopyCached(inout, tmp)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"sync"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/mpierr"
 )
 
@@ -85,7 +86,9 @@ func (b *BsendBuffer) Copy(msg []byte) ([]byte, func(), error) {
 		}
 		b.used++
 		cp := b.buf[off : off+len(msg) : off+len(msg)]
-		copy(cp, msg)
+		// Sent from here next: kept in the cache (a copy of 1 MiB or more
+		// would not be, datatype.CopyCached).
+		datatype.CopyCached(cp, msg)
 		var once sync.Once
 		return cp, func() { once.Do(func() { b.release(span{off, need}) }) }, nil
 	}

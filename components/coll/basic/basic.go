@@ -6,6 +6,7 @@
 package basic
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mca"
@@ -123,12 +124,12 @@ func Reduce(c coll.Comm, a *coll.Args) error {
 			src = tmp
 		}
 		if r == n-1 {
-			copy(acc, src)
+			datatype.CopyCached(acc, src)
 		} else {
 			a.Reducer.Apply(src, acc)
 		}
 	}
-	copy(a.Recv, acc)
+	datatype.CopyCached(a.Recv, acc)
 	return nil
 }
 
@@ -137,7 +138,7 @@ func Allreduce(c coll.Comm, a *coll.Args) error {
 	r := *a
 	r.Root = 0
 	if c.Rank() == 0 && !a.InPlace {
-		copy(a.Recv, a.Send)
+		datatype.CopyCached(a.Recv, a.Send)
 		r.Send, r.InPlace = nil, true
 	}
 	if err := Reduce(c, &r); err != nil {
@@ -168,7 +169,7 @@ func Gather(c coll.Comm, a *coll.Args) error {
 		dst := a.Recv[displs[r] : displs[r]+counts[r]]
 		if r == me {
 			if !a.InPlace {
-				copy(dst, a.Send)
+				datatype.CopyCached(dst, a.Send)
 			}
 			continue
 		}
@@ -195,7 +196,7 @@ func Scatter(c coll.Comm, a *coll.Args) error {
 	}
 	displs, counts := coll.Layout(c, a, block)
 	if !a.InPlace {
-		copy(a.Recv, a.Send[displs[me]:displs[me]+counts[me]])
+		datatype.CopyCached(a.Recv, a.Send[displs[me]:displs[me]+counts[me]])
 	}
 	return sendEach(c, a, tag, func(r int) []byte { return a.Send[displs[r] : displs[r]+counts[r]] })
 }
@@ -207,7 +208,7 @@ func Allgather(c coll.Comm, a *coll.Args) error {
 	displs, counts := coll.Layout(c, a, gatherBlock(c, a))
 	mine := a.Recv[displs[me] : displs[me]+counts[me]]
 	if !a.InPlace {
-		copy(mine, a.Send)
+		datatype.CopyCached(mine, a.Send)
 	}
 	return exchangeAll(c, tag, func(r int) []byte { return mine }, a.Recv, displs, counts)
 }
@@ -261,7 +262,7 @@ func Alltoall(c coll.Comm, a *coll.Args) error {
 		sdispls, scounts = coll.Layout(c, &coll.Args{}, block)
 		rdispls, rcounts = sdispls, scounts
 	}
-	copy(a.Recv[rdispls[me]:rdispls[me]+rcounts[me]], send[sdispls[me]:sdispls[me]+scounts[me]])
+	datatype.CopyCached(a.Recv[rdispls[me]:rdispls[me]+rcounts[me]], send[sdispls[me]:sdispls[me]+scounts[me]])
 	return exchangeAll(c, tag, func(r int) []byte { return send[sdispls[r] : sdispls[r]+scounts[r]] }, a.Recv, rdispls, rcounts)
 }
 
@@ -271,7 +272,7 @@ func Scan(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	tag := coll.Tag(coll.Scan, 0)
 	if !a.InPlace {
-		copy(a.Recv, a.Send)
+		datatype.CopyCached(a.Recv, a.Send)
 	}
 	if me > 0 {
 		prefix := a.Scratch.Get(len(a.Recv))
@@ -294,7 +295,7 @@ func Exscan(c coll.Comm, a *coll.Args) error {
 	tag := coll.Tag(coll.Exscan, 0)
 	mine := a.Scratch.Get(len(a.Input()))
 	defer a.Scratch.Put(mine)
-	copy(mine, a.Input())
+	datatype.CopyCached(mine, a.Input())
 	if me > 0 {
 		if err := coll.RecvExactly(c, a.Recv, me-1, tag); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package han
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
@@ -200,7 +201,7 @@ func (m *module) planGatherAll(c coll.Comm, a *coll.Args, p *parts, pl *phasePla
 	if !dense {
 		pl.copying(func() {
 			for r := 0; r < size; r++ {
-				copy(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
+				datatype.CopyCached(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
 			}
 		})
 	}
@@ -259,7 +260,7 @@ func (m *module) planGather(c coll.Comm, a *coll.Args, p *parts, pl *phasePlan) 
 	if me == rootLeader && !m.consecutive {
 		pl.copying(func() {
 			for r := 0; r < size; r++ {
-				copy(res[r*block:(r+1)*block], all[rankOff[r]:rankOff[r]+block])
+				datatype.CopyCached(res[r*block:(r+1)*block], all[rankOff[r]:rankOff[r]+block])
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package han
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
@@ -233,11 +234,11 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) 
 	if err != nil {
 		return err
 	}
-	copy(parts[j*mine:(j+1)*mine], in[off[j]:off[j]+mine])
+	datatype.CopyCached(parts[j*mine:(j+1)*mine], in[off[j]:off[j]+mine])
 	// In node rank order, for ops that are not commutative: x0 op (x1 op
 	// (… op x(ppn-1))). Every send has completed: Recv may be written.
 	acc := a.Recv[off[j] : off[j]+mine]
-	copy(acc, parts[(ppn-1)*mine:])
+	datatype.CopyCached(acc, parts[(ppn-1)*mine:])
 	for i := ppn - 2; i >= 0; i-- {
 		a.Reducer.Apply(parts[i*mine:(i+1)*mine], acc)
 	}
@@ -343,7 +344,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 	}
 	if me == rootLeader && !m.consecutive {
 		for r := 0; r < size; r++ {
-			copy(res[r*block:(r+1)*block], all[rankOff[r]:rankOff[r]+block])
+			datatype.CopyCached(res[r*block:(r+1)*block], all[rankOff[r]:rankOff[r]+block])
 		}
 	}
 	return m.handToRoot(p, me, a, rootLeader, res)
@@ -389,7 +390,7 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 			all = a.Scratch.Get(total)
 			defer a.Scratch.Put(all)
 			for r := 0; r < size; r++ {
-				copy(all[rankOff[r]:rankOff[r]+block], src[r*block:(r+1)*block])
+				datatype.CopyCached(all[rankOff[r]:rankOff[r]+block], src[r*block:(r+1)*block])
 			}
 		}
 		nodeBuf = all[nodeOff[k] : nodeOff[k]+nodeLen[k]]
@@ -514,7 +515,7 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 	}
 	if !dense {
 		for r := 0; r < size; r++ {
-			copy(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
+			datatype.CopyCached(a.Recv[displ(r):displ(r)+count(r)], all[rankOff[r]:rankOff[r]+count(r)])
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@
 package self
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/mca"
 )
@@ -55,7 +56,7 @@ func none(c coll.Comm, a *coll.Args) error { return nil }
 // copyInput is a reduction of one contribution: the input itself.
 func copyInput(c coll.Comm, a *coll.Args) error {
 	if !a.InPlace {
-		copy(a.Recv, a.Send)
+		datatype.CopyCached(a.Recv, a.Send)
 	}
 	return nil
 }
@@ -69,7 +70,7 @@ func copyBlock(c coll.Comm, a *coll.Args) error {
 	if a.Displs != nil {
 		at = a.Displs[0]
 	}
-	copy(a.Recv[at:], a.Send)
+	datatype.CopyCached(a.Recv[at:], a.Send)
 	return nil
 }
 
@@ -81,7 +82,7 @@ func scatter(c coll.Comm, a *coll.Args) error {
 	if a.Displs != nil {
 		at = a.Displs[0]
 	}
-	copy(a.Recv, a.Send[at:])
+	datatype.CopyCached(a.Recv, a.Send[at:])
 	return nil
 }
 
@@ -89,6 +90,6 @@ func alltoallv(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		return nil
 	}
-	copy(a.Recv[a.Displs[0]:a.Displs[0]+a.Counts[0]], a.Send[a.SendDispls[0]:a.SendDispls[0]+a.SendCounts[0]])
+	datatype.CopyCached(a.Recv[a.Displs[0]:a.Displs[0]+a.Counts[0]], a.Send[a.SendDispls[0]:a.SendDispls[0]+a.SendCounts[0]])
 	return nil
 }

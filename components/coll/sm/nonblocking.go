@@ -1,6 +1,7 @@
 package sm
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/release"
 )
@@ -236,10 +237,10 @@ func (p *nbPlan) advance() {
 		p.k, p.par = m.reserve(phases)
 		switch {
 		case p.op == coll.Bcast && m.me == a.Root:
-			copyCached(m.data(m.me, p.par, len(a.Recv)), a.Recv)
+			datatype.CopyCached(m.data(m.me, p.par, len(a.Recv)), a.Recv)
 		case writes:
 			in := a.Input()
-			copyCached(m.data(m.me, p.par, len(in)), in)
+			datatype.CopyCached(m.data(m.me, p.par, len(in)), in)
 		}
 		m.publish(p.k)
 		if writes && (p.op == coll.Bcast || p.op == coll.Reduce && m.me != a.Root) {
@@ -253,7 +254,7 @@ func (p *nbPlan) advance() {
 			if m.seqs[a.Root].Load() < p.k {
 				return
 			}
-			copyCached(a.Recv, m.data(a.Root, p.par, len(a.Recv)))
+			datatype.CopyCached(a.Recv, m.data(a.Root, p.par, len(a.Recv)))
 			p.finish()
 			return
 		}
@@ -284,7 +285,7 @@ func (p *nbPlan) advance() {
 		}
 		m.seen = p.k + 1
 		n := len(a.Input())
-		copyCached(a.Recv[:n], m.result(p.par, n))
+		datatype.CopyCached(a.Recv[:n], m.result(p.par, n))
 		p.finish()
 	}
 }

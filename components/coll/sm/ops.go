@@ -3,6 +3,7 @@ package sm
 import (
 	"fmt"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
@@ -83,7 +84,7 @@ func (m *module) allreduceSplit(a *coll.Args, in []byte) error {
 	if err := m.waitAll(k + 1); err != nil {
 		return err
 	}
-	copyCached(a.Recv[:len(in)], res)
+	datatype.CopyCached(a.Recv[:len(in)], res)
 	return nil
 }
 
@@ -95,18 +96,6 @@ func (m *module) splitBlock(a *coll.Args, bytes int) (from, to int) {
 	base, extra := elems/m.n, elems%m.n
 	from = (m.me*base + min(m.me, extra)) * size
 	return from, from + (base+b2i(m.me < extra))*size
-}
-
-// copyCached is copy in pieces under 1 MiB: Go's copy of 1 MiB or more
-// writes around the cache (non-temporal stores), and what sm copies is
-// read again soon, by peers or by the caller.
-func copyCached(dst, src []byte) {
-	const piece = 512 << 10
-	for len(src) > piece {
-		copy(dst[:piece], src[:piece])
-		dst, src = dst[piece:], src[piece:]
-	}
-	copy(dst, src)
 }
 
 func b2i(b bool) int {
@@ -153,7 +142,7 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 	if err := m.waitFor(a.Root, k); err != nil {
 		return err
 	}
-	copyCached(a.Recv, m.data(a.Root, par, len(a.Recv)))
+	datatype.CopyCached(a.Recv, m.data(a.Root, par, len(a.Recv)))
 	return nil
 }
 
@@ -164,7 +153,7 @@ func (m *module) contribute(in []byte, phases uint64) (uint64, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	copyCached(m.data(m.me, par, len(in)), in)
+	datatype.CopyCached(m.data(m.me, par, len(in)), in)
 	m.publish(k)
 	return k, par, nil
 }
@@ -175,7 +164,7 @@ func (m *module) contribute(in []byte, phases uint64) (uint64, int, error) {
 // bytes.
 func (m *module) fold(a *coll.Args, par int, out []byte, at int) {
 	n, total := len(out), len(a.Input())
-	copy(out, m.data(m.n-1, par, total)[at:at+n])
+	datatype.CopyCached(out, m.data(m.n-1, par, total)[at:at+n])
 	for r := m.n - 2; r >= 0; r-- {
 		a.Reducer.Apply(m.data(r, par, total)[at:at+n], out)
 	}

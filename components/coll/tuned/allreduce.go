@@ -1,6 +1,7 @@
 package tuned
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
@@ -26,7 +27,7 @@ func unfold(c coll.Comm, result []byte, newrank, extra int, op coll.Op) error {
 func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	work := a.Recv
 	if !a.InPlace {
-		copy(work, a.Send)
+		datatype.CopyCached(work, a.Send)
 	}
 	tmp, scratch := a.Scratch.Get(len(work)), a.Scratch.Get(len(work))
 	defer a.Scratch.Put(tmp, scratch)
@@ -60,7 +61,7 @@ func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 func allreduceRabenseifner(c coll.Comm, a *coll.Args) error {
 	work := a.Recv
 	if !a.InPlace {
-		copy(work, a.Send)
+		datatype.CopyCached(work, a.Send)
 	}
 	h, err := reduceScatterHalving(c, a, work, coll.Allreduce)
 	if err != nil {
@@ -148,7 +149,7 @@ func allreduceRing(c coll.Comm, a *coll.Args) error {
 		}
 	}
 	if n == 1 && !a.InPlace {
-		copy(work, a.Send)
+		datatype.CopyCached(work, a.Send)
 	}
 	tag = coll.Tag(coll.Allreduce, 7)
 	for step := 0; step < n-1; step++ {
@@ -193,6 +194,6 @@ func reduceScatterAllreduce(c coll.Comm, a *coll.Args) error {
 	if err := allreduceRecursiveDoubling(c, &coll.Args{Op: coll.Allreduce, Send: in[:total], Recv: whole, Reducer: a.Reducer, Scratch: a.Scratch}); err != nil {
 		return err
 	}
-	copy(a.Recv[:counts[me]], whole[at:at+counts[me]])
+	datatype.CopyCached(a.Recv[:counts[me]], whole[at:at+counts[me]])
 	return nil
 }

@@ -1,6 +1,7 @@
 package tuned
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
@@ -35,7 +36,7 @@ func alltoallLayout(c coll.Comm, a *coll.Args) (sd, sc, rd, rc []int, send []byt
 func alltoallPairwise(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	sd, sc, rd, rc, send := alltoallLayout(c, a)
-	copy(a.Recv[rd[me]:rd[me]+rc[me]], send[sd[me]:sd[me]+sc[me]])
+	datatype.CopyCached(a.Recv[rd[me]:rd[me]+rc[me]], send[sd[me]:sd[me]+sc[me]])
 	tag := coll.Tag(a.Op, 1)
 	for s := 1; s < n; s++ {
 		dst, src := (me+s)%n, (me-s+n)%n
@@ -66,14 +67,14 @@ func alltoallBruck(c coll.Comm, a *coll.Args) error {
 	tmp, pack, in := a.Scratch.Get(n*bs), a.Scratch.Get(n*bs), a.Scratch.Get(n*bs)
 	defer a.Scratch.Put(tmp, pack, in)
 	for i := 0; i < n; i++ {
-		copy(tmp[i*bs:], send[((me+i)%n)*bs:((me+i)%n+1)*bs])
+		datatype.CopyCached(tmp[i*bs:], send[((me+i)%n)*bs:((me+i)%n+1)*bs])
 	}
 	tag := coll.Tag(coll.Alltoall, 2)
 	for k := 1; k < n; k <<= 1 {
 		cnt := 0
 		for i := 0; i < n; i++ {
 			if i&k != 0 {
-				copy(pack[cnt*bs:], tmp[i*bs:(i+1)*bs])
+				datatype.CopyCached(pack[cnt*bs:], tmp[i*bs:(i+1)*bs])
 				cnt++
 			}
 		}
@@ -87,13 +88,13 @@ func alltoallBruck(c coll.Comm, a *coll.Args) error {
 		cnt = 0
 		for i := 0; i < n; i++ {
 			if i&k != 0 {
-				copy(tmp[i*bs:(i+1)*bs], in[cnt*bs:])
+				datatype.CopyCached(tmp[i*bs:(i+1)*bs], in[cnt*bs:])
 				cnt++
 			}
 		}
 	}
 	for i := 0; i < n; i++ { // block from rank i is tmp[(me-i) mod n]
-		copy(a.Recv[i*bs:(i+1)*bs], tmp[((me-i+n)%n)*bs:])
+		datatype.CopyCached(a.Recv[i*bs:(i+1)*bs], tmp[((me-i+n)%n)*bs:])
 	}
 	return nil
 }
@@ -108,11 +109,11 @@ func scanRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	in := a.Input()
 	partial := a.Scratch.Get(len(in))
 	defer a.Scratch.Put(partial)
-	copy(partial, in)
+	datatype.CopyCached(partial, in)
 	result := a.Recv
 	have := !exclusive // the prefix so far: my input for scan, nothing yet for exscan
 	if !exclusive && !a.InPlace {
-		copy(result, in)
+		datatype.CopyCached(result, in)
 	}
 	tmp, scratch := a.Scratch.Get(len(in)), a.Scratch.Get(len(in))
 	defer a.Scratch.Put(tmp, scratch)
@@ -134,7 +135,7 @@ func scanRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 			if have {
 				coll.Combine(a, tmp, result, scratch, true)
 			} else {
-				copy(result, tmp)
+				datatype.CopyCached(result, tmp)
 				have = true
 			}
 		} else {

@@ -1,6 +1,7 @@
 package tuned
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
@@ -28,7 +29,7 @@ func allgatherRing(c coll.Comm, a *coll.Args) error {
 		return a.Recv[displs[r] : displs[r]+counts[r]]
 	}
 	if !a.InPlace {
-		copy(block(me), a.Send)
+		datatype.CopyCached(block(me), a.Send)
 	}
 	tag := coll.Tag(a.Op, 0)
 	next, prev := (me+1)%n, (me-1+n)%n
@@ -55,9 +56,9 @@ func allgatherBruck(c coll.Comm, a *coll.Args) error {
 	buf := a.Scratch.Get(n * bs)
 	defer a.Scratch.Put(buf)
 	if a.InPlace {
-		copy(buf, a.Recv[me*bs:(me+1)*bs])
+		datatype.CopyCached(buf, a.Recv[me*bs:(me+1)*bs])
 	} else {
-		copy(buf, a.Send)
+		datatype.CopyCached(buf, a.Send)
 	}
 	tag := coll.Tag(coll.Allgather, 1)
 	for k := 1; k < n; k <<= 1 {
@@ -71,7 +72,7 @@ func allgatherBruck(c coll.Comm, a *coll.Args) error {
 		}
 	}
 	for i := 0; i < n; i++ { // buf's block i is rank me+i's
-		copy(a.Recv[((me+i)%n)*bs:], buf[i*bs:(i+1)*bs])
+		datatype.CopyCached(a.Recv[((me+i)%n)*bs:], buf[i*bs:(i+1)*bs])
 	}
 	return nil
 }
@@ -85,7 +86,7 @@ func allgatherRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	}
 	bs := gatherBlock(c, a, true)
 	if !a.InPlace {
-		copy(a.Recv[me*bs:], a.Send)
+		datatype.CopyCached(a.Recv[me*bs:], a.Send)
 	}
 	tag := coll.Tag(coll.Allgather, 2)
 	for mask := 1; mask < n; mask <<= 1 {
@@ -122,9 +123,9 @@ func gatherBinomial(c coll.Comm, a *coll.Args) error {
 	buf := a.Scratch.Get(size * bs)
 	defer a.Scratch.Put(buf)
 	if me == a.Root && a.InPlace {
-		copy(buf, a.Recv[me*bs:(me+1)*bs])
+		datatype.CopyCached(buf, a.Recv[me*bs:(me+1)*bs])
 	} else {
-		copy(buf, a.Send)
+		datatype.CopyCached(buf, a.Send)
 	}
 	for mask := 1; mask < sub && vr+mask < n; mask <<= 1 {
 		child := vr + mask
@@ -137,7 +138,7 @@ func gatherBinomial(c coll.Comm, a *coll.Args) error {
 		return c.Send(buf, abs(vr-sub, a.Root, n), tag)
 	}
 	for i := 0; i < n; i++ { // relative block i is rank root+i's
-		copy(a.Recv[abs(i, a.Root, n)*bs:], buf[i*bs:(i+1)*bs])
+		datatype.CopyCached(a.Recv[abs(i, a.Root, n)*bs:], buf[i*bs:(i+1)*bs])
 	}
 	return nil
 }
@@ -158,7 +159,7 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 	defer a.Scratch.Put(buf)
 	if vr == 0 {
 		for i := 0; i < n; i++ {
-			copy(buf[i*bs:], a.Send[abs(i, a.Root, n)*bs:(abs(i, a.Root, n)+1)*bs])
+			datatype.CopyCached(buf[i*bs:], a.Send[abs(i, a.Root, n)*bs:(abs(i, a.Root, n)+1)*bs])
 		}
 	} else if err := coll.RecvExactly(c, buf, abs(vr-sub, a.Root, n), tag); err != nil {
 		return err
@@ -182,7 +183,7 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 		return err
 	}
 	if !(me == a.Root && a.InPlace) {
-		copy(a.Recv, buf[:bs])
+		datatype.CopyCached(a.Recv, buf[:bs])
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package tuned
 
 import (
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
@@ -21,7 +22,7 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 	in := a.Input()
 	acc, tmp, scratch := a.Scratch.Get(len(in)), a.Scratch.Get(len(in)), a.Scratch.Get(len(in))
 	defer a.Scratch.Put(acc, tmp, scratch)
-	copy(acc, in)
+	datatype.CopyCached(acc, in)
 	for mask := 1; mask < n; mask <<= 1 {
 		if vr&mask != 0 {
 			if err := c.Send(acc, abs(vr-mask, center, n), tag); err != nil {
@@ -41,7 +42,7 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 	switch {
 	case center == a.Root:
 		if me == a.Root {
-			copy(a.Recv, acc)
+			datatype.CopyCached(a.Recv, acc)
 		}
 	case me == center:
 		return c.Send(acc, a.Root, coll.Tag(coll.Reduce, 1))
@@ -60,7 +61,7 @@ func reduceRabenseifner(c coll.Comm, a *coll.Args) error {
 	in := a.Input()
 	work := a.Scratch.Get(len(in))
 	defer a.Scratch.Put(work)
-	copy(work, in)
+	datatype.CopyCached(work, in)
 	rs, err := reduceScatterHalving(c, a, work, coll.Reduce)
 	if err != nil {
 		return err
@@ -77,7 +78,7 @@ func reduceRabenseifner(c coll.Comm, a *coll.Args) error {
 		dst := a.Recv[rs.off[b] : rs.off[b]+rs.len[b]]
 		holder := rs.holder(b)
 		if holder == me {
-			copy(dst, work[rs.off[b]:rs.off[b]+rs.len[b]])
+			datatype.CopyCached(dst, work[rs.off[b]:rs.off[b]+rs.len[b]])
 			continue
 		}
 		if err := coll.RecvExactly(c, dst, holder, tag); err != nil {

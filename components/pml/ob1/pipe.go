@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
 )
@@ -108,7 +109,8 @@ func (m *module) pipeMatched(r *recvReq, world int, id uint64, first int) {
 		return
 	}
 	if p.held != nil && r.want > first {
-		copy(r.buf[first:r.want], p.held[first:r.want])
+		// Held data can be the whole message: read by the program next.
+		datatype.CopyCached(r.buf[first:r.want], p.held[first:r.want])
 	}
 	p.held = nil
 	done := p.arrived == p.msgLen-p.first

@@ -17,6 +17,7 @@ package schedule
 import (
 	"fmt"
 
+	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
 	"github.com/gompi/gompi/mpierr"
@@ -317,7 +318,7 @@ func Run(c coll.Comm, a *coll.Args, s *Schedule) error {
 		for _, st := range round {
 			switch st.Kind {
 			case Copy:
-				copy(region(st.Dst, st.First, st.End), region(st.Src, st.First, st.End))
+				datatype.CopyCached(region(st.Dst, st.First, st.End), region(st.Src, st.First, st.End))
 			case Reduce:
 				src, dst := region(st.Src, st.First, st.End), region(st.Dst, st.First, st.End)
 				if a.Reducer.Apply == nil {
@@ -351,12 +352,12 @@ func operands(c coll.Comm, a *coll.Args, op coll.Op) (in, out []byte, lent [][]b
 			out = a.Recv[:len(a.Recv)/c.Size()]
 		}
 		in = a.Scratch.Get(len(src))
-		copy(in, src)
+		datatype.CopyCached(in, src)
 		lent = append(lent, in)
 	}
 	if op == coll.Exscan && c.Rank() == 0 {
 		own := a.Scratch.Get(len(out))
-		copy(own, out)
+		datatype.CopyCached(own, out)
 		out = own
 		lent = append(lent, own)
 	}
