@@ -106,6 +106,9 @@ func allgatherRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 
 // gatherBinomial: up a binomial tree rooted at the root, each rank
 // forwarding the blocks of its whole subtree at once: ⌈log2 n⌉ rounds.
+// A leaf sends its own buffer; the root receives each child's subtree
+// straight into its place in Recv when the subtree's ranks do not wrap
+// past n-1 (always, with root 0): a copy of the data less at each end.
 func gatherBinomial(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	vr := rel(me, a.Root, n)
@@ -119,14 +122,17 @@ func gatherBinomial(c coll.Comm, a *coll.Args) error {
 	for sub < n && vr&sub == 0 {
 		sub <<= 1
 	}
+	if vr == 0 {
+		return gatherRoot(c, a, bs, tag)
+	}
+	if sub == 1 || vr+1 == n {
+		// A leaf: no child's blocks to put beside its own.
+		return c.Send(a.Send, abs(vr-sub, a.Root, n), tag)
+	}
 	size := min(sub, n-vr)
 	buf := a.Scratch.Get(size * bs)
 	defer a.Scratch.Put(buf)
-	if me == a.Root && a.InPlace {
-		datatype.CopyCached(buf, a.Recv[me*bs:(me+1)*bs])
-	} else {
-		datatype.CopyCached(buf, a.Send)
-	}
+	datatype.CopyCached(buf, a.Send)
 	for mask := 1; mask < sub && vr+mask < n; mask <<= 1 {
 		child := vr + mask
 		cnt := min(mask, n-child)
@@ -134,17 +140,48 @@ func gatherBinomial(c coll.Comm, a *coll.Args) error {
 			return err
 		}
 	}
-	if vr != 0 {
-		return c.Send(buf, abs(vr-sub, a.Root, n), tag)
+	return c.Send(buf, abs(vr-sub, a.Root, n), tag)
+}
+
+// gatherRoot is gatherBinomial at the root: its own block into place,
+// then each child's subtree, relative ranks [mask, mask+cnt), received
+// into Recv where they lie in order there and through scratch where they
+// wrap from rank n-1 to rank 0.
+func gatherRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
+	me, n := c.Rank(), c.Size()
+	if !a.InPlace {
+		datatype.CopyCached(a.Recv[me*bs:(me+1)*bs], a.Send)
 	}
-	for i := 0; i < n; i++ { // relative block i is rank root+i's
-		datatype.CopyCached(a.Recv[abs(i, a.Root, n)*bs:], buf[i*bs:(i+1)*bs])
+	for mask := 1; mask < n; mask <<= 1 {
+		cnt := min(mask, n-mask)
+		first := abs(mask, me, n)
+		src := first
+		if first+cnt <= n {
+			if err := coll.RecvExactly(c, a.Recv[first*bs:(first+cnt)*bs], src, tag); err != nil {
+				return err
+			}
+			continue
+		}
+		tmp := a.Scratch.Get(cnt * bs)
+		err := coll.RecvExactly(c, tmp, src, tag)
+		if err == nil {
+			head := (n - first) * bs // ranks first..n-1, then 0..
+			datatype.CopyCached(a.Recv[first*bs:], tmp[:head])
+			datatype.CopyCached(a.Recv, tmp[head:])
+		}
+		a.Scratch.Put(tmp)
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
 // scatterBinomial: down a binomial tree, each rank receiving its
-// subtree's blocks and passing on its children's: ⌈log2 n⌉ rounds.
+// subtree's blocks and passing on its children's: ⌈log2 n⌉ rounds. The
+// root sends each child's subtree straight from Send where its ranks lie
+// in order there (always, with root 0), and a leaf receives straight into
+// Recv: a copy of the data less at each end.
 func scatterBinomial(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	vr := rel(me, a.Root, n)
@@ -154,14 +191,17 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 	for sub < n && vr&sub == 0 {
 		sub <<= 1
 	}
+	if vr == 0 {
+		return scatterRoot(c, a, bs, tag)
+	}
+	parent := abs(vr-sub, a.Root, n)
+	if sub == 1 || vr+1 == n {
+		return coll.RecvExactly(c, a.Recv[:bs], parent, tag)
+	}
 	size := min(sub, n-vr)
 	buf := a.Scratch.Get(size * bs)
 	defer a.Scratch.Put(buf)
-	if vr == 0 {
-		for i := 0; i < n; i++ {
-			datatype.CopyCached(buf[i*bs:], a.Send[abs(i, a.Root, n)*bs:(abs(i, a.Root, n)+1)*bs])
-		}
-	} else if err := coll.RecvExactly(c, buf, abs(vr-sub, a.Root, n), tag); err != nil {
+	if err := coll.RecvExactly(c, buf, parent, tag); err != nil {
 		return err
 	}
 	reqs := a.Requests()
@@ -182,8 +222,54 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 	if err := coll.WaitAll(c, reqs...); err != nil {
 		return err
 	}
-	if !(me == a.Root && a.InPlace) {
-		datatype.CopyCached(a.Recv, buf[:bs])
+	datatype.CopyCached(a.Recv, buf[:bs])
+	return nil
+}
+
+// scatterRoot is scatterBinomial at the root: each child's subtree,
+// relative ranks [mask, mask+cnt), the farthest first, sent from Send
+// where they lie in order there and through scratch where they wrap from
+// rank n-1 to rank 0; then its own block, unless in place.
+func scatterRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
+	me, n := c.Rank(), c.Size()
+	top := 1
+	for top < n {
+		top <<= 1
+	}
+	reqs := a.Requests()
+	var bufs [][]byte
+	defer func() {
+		a.PutRequests(reqs)
+		for _, b := range bufs {
+			a.Scratch.Put(b)
+		}
+	}()
+	for mask := top >> 1; mask > 0; mask >>= 1 {
+		if mask >= n {
+			continue
+		}
+		cnt := min(mask, n-mask)
+		first := abs(mask, me, n)
+		part := a.Send[first*bs : min(first+cnt, n)*bs]
+		if first+cnt > n {
+			tmp := a.Scratch.Get(cnt * bs)
+			bufs = append(bufs, tmp)
+			head := datatype.CopyCached(tmp, part)
+			datatype.CopyCached(tmp[head:], a.Send[:(first+cnt-n)*bs])
+			part = tmp
+		}
+		q, err := c.Isend(part, first, tag)
+		if err != nil {
+			coll.WaitAll(c, reqs...)
+			return err
+		}
+		reqs = append(reqs, q)
+	}
+	if err := coll.WaitAll(c, reqs...); err != nil {
+		return err
+	}
+	if !a.InPlace {
+		datatype.CopyCached(a.Recv, a.Send[me*bs:(me+1)*bs])
 	}
 	return nil
 }

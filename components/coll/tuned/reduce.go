@@ -11,6 +11,10 @@ import (
 // its run to the rank 2^k below and is done. The tree is rooted at rank 0
 // for a non-commutative op (then 0 sends the result to the root: one more
 // step), at the root itself for a commutative one.
+//
+// Nothing is copied for its own sake: a leaf sends its input, a rank's
+// first child's run is received and combined with the input in one
+// buffer (the root's: Recv), which then holds the partial result.
 func reduceBinomial(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
 	tag := coll.Tag(coll.Reduce, 0)
@@ -20,31 +24,71 @@ func reduceBinomial(c coll.Comm, a *coll.Args) error {
 	}
 	vr := rel(me, center, n)
 	in := a.Input()
-	acc, tmp, scratch := a.Scratch.Get(len(in)), a.Scratch.Get(len(in)), a.Scratch.Get(len(in))
-	defer a.Scratch.Put(acc, tmp, scratch)
-	datatype.CopyCached(acc, in)
+	atRoot := me == a.Root && center == a.Root
+	// acc is the partial result of this rank's run so far; nil while the
+	// run is this rank alone (its input).
+	var acc, tmp, scratch []byte
+	if atRoot && a.InPlace {
+		acc = in // the input is Recv, where the result goes
+	}
+	var held [3][]byte
+	kept := 0
+	get := func() []byte {
+		held[kept] = a.Scratch.Get(len(in))
+		kept++
+		return held[kept-1]
+	}
+	defer func() { a.Scratch.Put(held[:kept]...) }()
 	for mask := 1; mask < n; mask <<= 1 {
 		if vr&mask != 0 {
-			if err := c.Send(acc, abs(vr-mask, center, n), tag); err != nil {
+			out := acc
+			if out == nil {
+				out = in
+			}
+			if err := c.Send(out, abs(vr-mask, center, n), tag); err != nil {
 				return err
 			}
 			acc = nil
 			break
 		}
-		if vr+mask < n {
-			if err := coll.RecvExactly(c, tmp, abs(vr+mask, center, n), tag); err != nil {
+		if vr+mask >= n {
+			continue
+		}
+		child := abs(vr+mask, center, n)
+		if acc == nil {
+			first := a.Recv
+			if !atRoot {
+				first = get()
+			}
+			if err := coll.RecvExactly(c, first, child, tag); err != nil {
 				return err
 			}
-			// tmp covers higher ranks: acc = acc op tmp.
-			coll.Combine(a, tmp, acc, scratch, false)
+			// in covers the lower ranks: first = in op first.
+			coll.Combine(a, in, first, nil, true)
+			acc = first
+			continue
 		}
+		if tmp == nil {
+			tmp = get()
+		}
+		if err := coll.RecvExactly(c, tmp, child, tag); err != nil {
+			return err
+		}
+		if scratch == nil && !a.Reducer.Commutative() {
+			scratch = get()
+		}
+		// tmp covers higher ranks: acc = acc op tmp.
+		coll.Combine(a, tmp, acc, scratch, false)
 	}
 	switch {
-	case center == a.Root:
-		if me == a.Root {
-			datatype.CopyCached(a.Recv, acc)
+	case atRoot:
+		if acc == nil && !a.InPlace {
+			datatype.CopyCached(a.Recv, in) // one rank: its input is the result
 		}
 	case me == center:
+		if acc == nil {
+			acc = in
+		}
 		return c.Send(acc, a.Root, coll.Tag(coll.Reduce, 1))
 	case me == a.Root:
 		return coll.RecvExactly(c, a.Recv, center, coll.Tag(coll.Reduce, 1))
