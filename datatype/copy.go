@@ -10,6 +10,13 @@ import "unsafe"
 // recursive-doubling allreduce took 240 µs with its first copy so, 135
 // with it in pieces. Pieces below that size keep dst in the cache. A small
 // copy is the builtin's, inlined.
+//
+// It suits what this process reads next. What a peer reads next (an RDMA
+// Get of it) is best not copied at all, sent from where it is: a core far
+// from this one reads lines in this core's cache one by one, slower than
+// memory (a 2-rank 1 MiB allgather that sent a block just copied so took
+// 290 µs with the cores apart, 164 with the builtin's copy, 130 sending
+// from the program's buffer).
 func CopyCached(dst, src []byte) int {
 	if len(src) <= CachedPiece || len(dst) <= CachedPiece {
 		return copy(dst, src)

@@ -26,7 +26,15 @@ func unfold(c coll.Comm, result []byte, newrank, extra int, op coll.Op) error {
 // around ⌈log2 n⌉-1 doubling rounds: ⌈log2 n⌉+1 at most.
 func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	work := a.Recv
-	if !a.InPlace {
+	me, n := c.Rank(), c.Size()
+	// On a power of two, the first round can send from Send and receive
+	// into Recv, combining Send into what arrived: no copy of the input,
+	// and a partner that reads the input itself (RDMA Get) reads the
+	// program's buffer, not lines this core has just written. The
+	// partner's data is the right operand of a non-commutative op only
+	// when this rank is the lower one.
+	direct := !a.InPlace && n > 1 && n == coll.Pow2Floor(n) && (a.Reducer.Commutative() || me&1 == 0)
+	if !a.InPlace && !direct {
 		datatype.CopyCached(work, a.Send)
 	}
 	tmp, scratch := a.Scratch.Get(len(work)), a.Scratch.Get(len(work))
@@ -38,7 +46,20 @@ func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 	if newrank >= 0 {
 		h := halving{extra: extra}
 		tag := coll.Tag(coll.Allreduce, 0)
-		for mask := 1; mask < p2; mask <<= 1 {
+		first := 1
+		if direct {
+			partner := h.rankOf(newrank ^ 1)
+			got, err := coll.Exchange(c, a.Send, partner, work, partner, tag)
+			if err != nil {
+				return err
+			}
+			if err := coll.Exactly(c, got, len(work), partner); err != nil {
+				return err
+			}
+			a.Reducer.Apply(a.Send, work) // work = Send op partner's
+			first = 2
+		}
+		for mask := first; mask < p2; mask <<= 1 {
 			pv := newrank ^ mask
 			partner := h.rankOf(pv)
 			n, err := coll.Exchange(c, work, partner, tmp, partner, tag)
@@ -60,10 +81,7 @@ func allreduceRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 // instead of log n times it.
 func allreduceRabenseifner(c coll.Comm, a *coll.Args) error {
 	work := a.Recv
-	if !a.InPlace {
-		datatype.CopyCached(work, a.Send)
-	}
-	h, err := reduceScatterHalving(c, a, work, coll.Allreduce)
+	h, err := reduceScatterHalving(c, a, a.Input(), work, coll.Allreduce)
 	if err != nil {
 		return err
 	}

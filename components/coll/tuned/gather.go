@@ -28,20 +28,27 @@ func allgatherRing(c coll.Comm, a *coll.Args) error {
 		r = (r%n + n) % n
 		return a.Recv[displs[r] : displs[r]+counts[r]]
 	}
-	if !a.InPlace {
-		datatype.CopyCached(block(me), a.Send)
-	}
 	tag := coll.Tag(a.Op, 0)
 	next, prev := (me+1)%n, (me-1+n)%n
 	for step := 0; step < n-1; step++ {
 		rb := me - step - 1
-		got, err := coll.Exchange(c, block(me-step), next, block(rb), prev, tag)
+		out := block(me - step)
+		if step == 0 && !a.InPlace {
+			// This rank's block goes out from Send: the peer reads the
+			// program's buffer, not a copy just made (see
+			// allgatherRecursiveDoubling); the copy is made at the end.
+			out = a.Send
+		}
+		got, err := coll.Exchange(c, out, next, block(rb), prev, tag)
 		if err != nil {
 			return err
 		}
 		if err := coll.Exactly(c, got, len(block(rb)), prev); err != nil {
 			return err
 		}
+	}
+	if !a.InPlace {
+		datatype.CopyCached(block(me), a.Send)
 	}
 	return nil
 }
@@ -85,15 +92,28 @@ func allgatherRecursiveDoubling(c coll.Comm, a *coll.Args) error {
 		return allgatherBruck(c, a)
 	}
 	bs := gatherBlock(c, a, true)
-	if !a.InPlace {
-		datatype.CopyCached(a.Recv[me*bs:], a.Send)
+	if n == 1 && !a.InPlace {
+		datatype.CopyCached(a.Recv, a.Send)
 	}
 	tag := coll.Tag(coll.Allgather, 2)
 	for mask := 1; mask < n; mask <<= 1 {
 		partner := me ^ mask
 		mine := me &^ (mask - 1) // my group's first rank
 		theirs := partner &^ (mask - 1)
-		got, err := coll.Exchange(c, a.Recv[mine*bs:(mine+mask)*bs], partner, a.Recv[theirs*bs:(theirs+mask)*bs], partner, tag)
+		out := a.Recv[mine*bs : (mine+mask)*bs]
+		if mask == 1 && !a.InPlace {
+			// The first round sends this rank's block from Send, and
+			// the copy into Recv comes after it: a peer that reads the
+			// block itself (RDMA Get) then reads the program's buffer,
+			// not lines this core has just written, which far cores
+			// fetch one by one from its cache (2 ranks, 1 MiB, cores
+			// apart: 250 µs against 148).
+			out = a.Send
+		}
+		got, err := coll.Exchange(c, out, partner, a.Recv[theirs*bs:(theirs+mask)*bs], partner, tag)
+		if mask == 1 && !a.InPlace {
+			datatype.CopyCached(a.Recv[me*bs:], a.Send)
+		}
 		if err != nil {
 			return err
 		}

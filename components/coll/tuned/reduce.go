@@ -1,6 +1,8 @@
 package tuned
 
 import (
+	"unsafe"
+
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 )
@@ -105,8 +107,7 @@ func reduceRabenseifner(c coll.Comm, a *coll.Args) error {
 	in := a.Input()
 	work := a.Scratch.Get(len(in))
 	defer a.Scratch.Put(work)
-	datatype.CopyCached(work, in)
-	rs, err := reduceScatterHalving(c, a, work, coll.Reduce)
+	rs, err := reduceScatterHalving(c, a, in, work, coll.Reduce)
 	if err != nil {
 		return err
 	}
@@ -179,9 +180,19 @@ func fold(c coll.Comm, a *coll.Args, work, tmp, scratch []byte, op coll.Op) (new
 // round a rank keeps half of its range of blocks, sends the other half to
 // its partner and combines the partner's half of its own. Blocks are cut
 // with coll.Blocks over p2 parts. Ops must be commutative.
-func reduceScatterHalving(c coll.Comm, a *coll.Args, work []byte, op coll.Op) (*halving, error) {
+//
+// The rank's data is in src, work is where the blocks are reduced (they
+// may be one buffer). When they differ and no rank folds, the first round
+// sends from src and receives into work, and nothing is copied; otherwise
+// src is copied to work first. The reduced block is then in work.
+func reduceScatterHalving(c coll.Comm, a *coll.Args, src, work []byte, op coll.Op) (*halving, error) {
 	tmp, scratch := a.Scratch.Get(len(work)), a.Scratch.Get(len(work))
 	defer a.Scratch.Put(tmp, scratch)
+	n := c.Size()
+	direct := len(src) > 0 && unsafe.SliceData(src) != unsafe.SliceData(work) && n == coll.Pow2Floor(n) && n > 1
+	if !direct {
+		datatype.CopyCached(work, src)
+	}
 	newrank, p2, extra, err := fold(c, a, work, tmp, scratch, op)
 	if err != nil {
 		return nil, err
@@ -208,14 +219,25 @@ func reduceScatterHalving(c coll.Comm, a *coll.Args, work []byte, op coll.Op) (*
 		}
 		sb, se := span(sendLo, sendHi)
 		kb, ke := span(keepLo, keepHi)
-		n, err := coll.Exchange(c, work[sb:se], partner, tmp[kb:ke], partner, tag)
+		from, into := work, tmp
+		firstDirect := direct && mask == p2/2
+		if firstDirect {
+			// The partner's half arrives where it is reduced, and src's
+			// is combined into it: work = src op partner's (commutative).
+			from, into = src, work
+		}
+		got, err := coll.Exchange(c, from[sb:se], partner, into[kb:ke], partner, tag)
 		if err != nil {
 			return nil, err
 		}
-		if err := coll.Exactly(c, n, ke-kb, partner); err != nil {
+		if err := coll.Exactly(c, got, ke-kb, partner); err != nil {
 			return nil, err
 		}
-		a.Reducer.Apply(tmp[kb:ke], work[kb:ke])
+		if firstDirect {
+			a.Reducer.Apply(src[kb:ke], work[kb:ke])
+		} else {
+			a.Reducer.Apply(tmp[kb:ke], work[kb:ke])
+		}
 		lo, hi = keepLo, keepHi
 	}
 	h.block = lo
