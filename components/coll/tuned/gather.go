@@ -3,6 +3,7 @@ package tuned
 import (
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
+	"github.com/gompi/gompi/frameworks/pml"
 )
 
 // gatherBlock is the per-rank block size of allgather, gather and
@@ -232,12 +233,10 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 			continue
 		}
 		cnt := min(mask, n-child)
-		q, err := c.Isend(buf[mask*bs:(mask+cnt)*bs], abs(child, a.Root, n), tag)
-		if err != nil {
-			coll.WaitAll(c, reqs...)
+		var err error
+		if reqs, err = postSend(c, reqs, buf[mask*bs:(mask+cnt)*bs], abs(child, a.Root, n), tag); err != nil {
 			return err
 		}
-		reqs = append(reqs, q)
 	}
 	if err := coll.WaitAll(c, reqs...); err != nil {
 		return err
@@ -257,11 +256,11 @@ func scatterRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
 		top <<= 1
 	}
 	reqs := a.Requests()
-	var bufs [][]byte
+	var wrapped []byte // at most one subtree wraps
 	defer func() {
 		a.PutRequests(reqs)
-		for _, b := range bufs {
-			a.Scratch.Put(b)
+		if wrapped != nil {
+			a.Scratch.Put(wrapped)
 		}
 	}()
 	for mask := top >> 1; mask > 0; mask >>= 1 {
@@ -272,18 +271,15 @@ func scatterRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
 		first := abs(mask, me, n)
 		part := a.Send[first*bs : min(first+cnt, n)*bs]
 		if first+cnt > n {
-			tmp := a.Scratch.Get(cnt * bs)
-			bufs = append(bufs, tmp)
-			head := datatype.CopyCached(tmp, part)
-			datatype.CopyCached(tmp[head:], a.Send[:(first+cnt-n)*bs])
-			part = tmp
+			wrapped = a.Scratch.Get(cnt * bs)
+			head := datatype.CopyCached(wrapped, part)
+			datatype.CopyCached(wrapped[head:], a.Send[:(first+cnt-n)*bs])
+			part = wrapped
 		}
-		q, err := c.Isend(part, first, tag)
-		if err != nil {
-			coll.WaitAll(c, reqs...)
+		var err error
+		if reqs, err = postSend(c, reqs, part, first, tag); err != nil {
 			return err
 		}
-		reqs = append(reqs, q)
 	}
 	if err := coll.WaitAll(c, reqs...); err != nil {
 		return err
@@ -292,4 +288,15 @@ func scatterRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
 		datatype.CopyCached(a.Recv, a.Send[me*bs:(me+1)*bs])
 	}
 	return nil
+}
+
+// postSend starts a send of buf to dst and adds its request to reqs; if
+// it cannot start, it waits for those started and returns the error.
+func postSend(c coll.Comm, reqs []*pml.Request, buf []byte, dst, tag int) ([]*pml.Request, error) {
+	q, err := c.Isend(buf, dst, tag)
+	if err != nil {
+		coll.WaitAll(c, reqs...)
+		return reqs, err
+	}
+	return append(reqs, q), nil
 }
