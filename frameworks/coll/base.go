@@ -122,21 +122,31 @@ func Layout(c Comm, a *Args, block int) (displs, counts []int) {
 // order (reqs holds one per rank but skip), checks that each brought
 // counts[r] bytes, and returns the first error.
 func WaitCounts(c Comm, reqs []*pml.Request, counts []int, skip int) error {
+	return waitEach(c, reqs, skip, func(r int) int { return counts[r] })
+}
+
+// WaitBlocks is WaitCounts where every rank sends block bytes.
+func WaitBlocks(c Comm, reqs []*pml.Request, block, skip int) error {
+	return waitEach(c, reqs, skip, func(int) int { return block })
+}
+
+// waitEach waits for reqs, the receives from every rank but skip in rank
+// order, and checks that rank r's brought count(r) bytes.
+func waitEach(c Comm, reqs []*pml.Request, skip int, count func(r int) int) error {
 	if aw, ok := c.(Awaiter); ok {
 		if err := aw.AwaitAll(reqs); err != nil {
 			return err
 		}
 	}
 	var first error
-	i := 0
-	for r := range counts {
-		if r == skip {
-			continue
+	for i, q := range reqs {
+		r := i
+		if i >= skip {
+			r++
 		}
-		st, err := reqs[i].Wait()
-		i++
+		st, err := q.Wait()
 		if err == nil {
-			err = Exactly(c, st.Count, counts[r], r)
+			err = Exactly(c, st.Count, count(r), r)
 		}
 		if err != nil && first == nil {
 			first = err

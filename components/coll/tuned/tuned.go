@@ -49,8 +49,8 @@ var algs = map[coll.Op][]alg{
 	coll.Allgatherv:         {1: {name: "ring", fn: allgatherRing}},
 	coll.Alltoall:           {1: {name: "pairwise", fn: alltoallPairwise}, 2: {name: "bruck", fn: alltoallBruck}},
 	coll.Alltoallv:          {1: {name: "pairwise", fn: alltoallPairwise}},
-	coll.Gather:             {1: {name: "binomial", fn: gatherBinomial}},
-	coll.Scatter:            {1: {name: "binomial", fn: scatterBinomial}},
+	coll.Gather:             {1: {name: "binomial", fn: gatherBinomial}, 2: {name: "linear", fn: gatherLinear}},
+	coll.Scatter:            {1: {name: "binomial", fn: scatterBinomial}, 2: {name: "linear", fn: scatterLinear}},
 	coll.Scan:               {1: {name: "recursive_doubling", fn: scanRecursiveDoubling}},
 	coll.Exscan:             {1: {name: "recursive_doubling", fn: scanRecursiveDoubling}},
 	coll.ReduceScatter:      {1: {name: "allreduce", fn: reduceScatterAllreduce}},
@@ -69,6 +69,7 @@ type Component struct {
 	forced [coll.NumOps]*params.Param
 	// The decision rules' thresholds, in bytes.
 	segment, bcastLarge, allreduceLarge, allreduceRing, allgatherLarge, alltoallSmall *params.Param
+	linearRanks, linearBytes                                                          *params.Param
 }
 
 // Info describes the component.
@@ -108,6 +109,13 @@ func (c *Component) Register(r *mca.Registrar) {
 		Help: "Allgathers gathering at least this many bytes in all go round a ring; smaller ones by Bruck's algorithm (recursive doubling on powers of two)"})
 	c.alltoallSmall = r.Add(params.Def{Name: "coll_tuned_alltoall_small_bytes", Type: params.Size, Level: 6, Default: "256",
 		Help: "Alltoalls of blocks up to this many bytes on 4 ranks or more use Bruck's algorithm; others pairwise exchange"})
+	c.linearRanks = r.Add(params.Def{Name: "coll_tuned_gather_linear_ranks", Type: params.Uint, Level: 6, Default: "10",
+		Help: "Gathers and scatters on at most this many ranks move every block straight to or from the root (linear); on more, " +
+			"blocks under coll_tuned_gather_linear_bytes go up or down a binomial tree (Open MPI's fixed rule: 10 ranks; " +
+			"measured on 4 and 8 ranks over 2 cores, linear won from 8 B to 1 MiB: 64 KiB gather 24 µs against 39)"})
+	c.linearBytes = r.Add(params.Def{Name: "coll_tuned_gather_linear_bytes", Type: params.Size, Level: 6, Default: "1k",
+		Help: "Gathers and scatters with blocks of at least this many bytes go linear on any number of ranks: the tree's inner " +
+			"ranks would forward more data than the root saves in messages"})
 }
 
 // Query serves every communicator of two ranks or more.
@@ -123,6 +131,8 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 		allreduceRing:  int(b.Get(c.allreduceRing).Uint()),
 		allgatherLarge: int(b.Get(c.allgatherLarge).Uint()),
 		alltoallSmall:  int(b.Get(c.alltoallSmall).Uint()),
+		linearRanks:    int(b.Get(c.linearRanks).Uint()),
+		linearBytes:    int(b.Get(c.linearBytes).Uint()),
 	}
 	m.segment = max(m.segment, 1)
 	m.spansNodes = spansNodes(comm)
@@ -163,6 +173,7 @@ type module struct {
 	slots                                                                             coll.Slots
 	warned                                                                            [coll.NumOps]sync.Once
 	segment, bcastLarge, allreduceLarge, allreduceRing, allgatherLarge, alltoallSmall int
+	linearRanks, linearBytes                                                          int
 }
 
 func (m *module) Func(op coll.Op) coll.Func { return m.slots[op] }
@@ -249,6 +260,18 @@ func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
 			return 2
 		case n&(n-1) == 0:
 			return 3
+		}
+		return 1
+	case coll.Gather, coll.Scatter:
+		block := len(a.Send)
+		if op == coll.Scatter || a.InPlace {
+			block = len(a.Recv)
+		}
+		if a.InPlace {
+			block = max(len(a.Send), len(a.Recv)) / n
+		}
+		if n <= m.linearRanks || block >= m.linearBytes {
+			return 2
 		}
 		return 1
 	case coll.Alltoall:

@@ -134,7 +134,7 @@ func sumReducer() datatype.Reducer {
 // algorithm wins over them unless it needs a commutative op it lacks.
 func TestRules(t *testing.T) {
 	m := &module{segment: 32 << 10, bcastLarge: 64 << 10, allreduceLarge: 16 << 10, allreduceRing: 128 << 10,
-		allgatherLarge: 64 << 10, alltoallSmall: 256}
+		allgatherLarge: 64 << 10, alltoallSmall: 256, linearRanks: 10, linearBytes: 1024}
 	sum := sumReducer()
 	cases := []struct {
 		op    coll.Op
@@ -156,6 +156,12 @@ func TestRules(t *testing.T) {
 		{coll.Allgather, 4, 4 * 8, "recursive_doubling"},
 		{coll.Allgather, 5, 5 * 8, "bruck"},
 		{coll.Allgather, 4, 256 << 10, "ring"},
+		{coll.Gather, 4, 8, "linear"},
+		{coll.Gather, 16, 8, "binomial"},
+		{coll.Gather, 16, 4096, "linear"},
+		{coll.Scatter, 10, 8, "linear"},
+		{coll.Scatter, 11, 8, "binomial"},
+		{coll.Scatter, 16, 1024, "linear"},
 	}
 	for _, c := range cases {
 		w := colltest.NewWorld(c.n, false)
@@ -165,6 +171,21 @@ func TestRules(t *testing.T) {
 		}
 		if got := m.choose(c.op, w.Comm(0), a).name; got != c.want {
 			t.Errorf("%s on %d ranks, %d bytes: %s, want %s", c.op, c.n, c.bytes, got, c.want)
+		}
+	}
+	// A rooted call's root sees the block size from its n blocks when in
+	// place: every rank must choose alike, or they wait on each other.
+	for _, op := range []coll.Op{coll.Gather, coll.Scatter} {
+		for _, c := range []struct{ n, block int }{{16, 8}, {16, 100}, {16, 4096}, {4, 8}} {
+			w := colltest.NewWorld(c.n, false)
+			other := m.choose(op, w.Comm(1), &coll.Args{Send: make([]byte, c.block), Recv: make([]byte, c.block), Root: 0}).name
+			root := &coll.Args{Recv: make([]byte, c.n*c.block), InPlace: true, Root: 0}
+			if op == coll.Scatter {
+				root = &coll.Args{Send: make([]byte, c.n*c.block), InPlace: true, Root: 0}
+			}
+			if got := m.choose(op, w.Comm(0), root).name; got != other {
+				t.Errorf("%s on %d ranks, %d-byte blocks: the root in place chose %s, the others %s", op, c.n, c.block, got, other)
+			}
 		}
 	}
 	// Two ranks on two nodes (coll han's leaders): recursive doubling up
