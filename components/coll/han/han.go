@@ -61,6 +61,7 @@ const (
 	SegmentBytesParam   = "coll_han_segment_bytes"
 	SpreadBytesParam    = "coll_han_allreduce_spread_bytes"
 	NonblockingMaxParam = "coll_han_nonblocking_max_bytes"
+	GatherMaxParam      = "coll_han_gather_max_bytes"
 )
 
 // filled are the operations han runs hierarchically.
@@ -83,8 +84,8 @@ func PhaseParam(op coll.Op, p Phase) string { return fmt.Sprintf("coll_han_%s_%s
 
 // Component is the han coll component.
 type Component struct {
-	segment, spread, nbMax *params.Param
-	phase                  map[coll.Op]*[2]*params.Param
+	segment, spread, nbMax, gatherMax *params.Param
+	phase                             map[coll.Op]*[2]*params.Param
 }
 
 // Info describes the component.
@@ -110,6 +111,11 @@ func (c *Component) Register(r *mca.Registrar) {
 			"fill); 0: never. Measured on 2 simulated hosts of 2 ranks (medians of 5 alternated jobs): 512 KiB 366 µs " +
 			"against 447 through one leader, 1 MiB 515 against 1085, 2 MiB 1.8 ms against 2.5; at 256 KiB one leader " +
 			"was as fast or faster"})
+	c.gatherMax = r.Add(params.Def{Name: GatherMaxParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "128k",
+		Help: "Gathers and scatters with blocks of more than this many bytes a rank go to the module below han: every " +
+			"block crosses the network once either way, so han saves only messages, and above this its node phase " +
+			"(one more copy and wait) costs more than they do (2 simulated hosts of 2 ranks: a 64 KiB gather 38 µs " +
+			"through han against 56 below it, 256 KiB 200 against 123); 0: han takes them at any size"})
 	c.nbMax = r.Add(params.Def{Name: NonblockingMaxParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "512k",
 		Help: "Nonblocking and persistent bcasts, reduces, allreduces, gathers and allgathers (v) of at most this many bytes (all the ranks' blocks, for a gather) run as han's " +
 			"phases (node, leaders, node), each a nonblocking collective of its part started when the one before " +
@@ -160,7 +166,8 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 		return 0, nil, mca.Decline("every rank of %s runs on a node of its own: no node phase", comm.Name())
 	}
 	m := &module{layout: l, log: b.Logger("coll").Named("han"), segment: int(b.Get(c.segment).Uint()),
-		spread: int(b.Get(c.spread).Uint()), nbMax: int(min(b.Get(c.nbMax).Uint(), 1<<62))}
+		spread: int(b.Get(c.spread).Uint()), nbMax: int(min(b.Get(c.nbMax).Uint(), 1<<62)),
+		gatherMax: int(min(b.Get(c.gatherMax).Uint(), 1<<62))}
 	var err error
 	if m.anyReducer, err = datatype.ReducerFor[int64](datatype.Max); err != nil {
 		return 0, nil, err

@@ -251,3 +251,67 @@ func TestNonblockingPhasesCrossOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestGatherScatterBound: gathers and scatters with blocks above
+// coll_han_gather_max_bytes go below han, at every rank alike (a root in
+// place too), and stay right. Two nodes of two ranks, root 0: through han
+// one tcp message crosses a call (node 1's leader's), below it two (each
+// rank of node 1 its own).
+func TestGatherScatterBound(t *testing.T) {
+	const calls = 20
+	for _, c := range []struct {
+		name  string
+		bound string
+		want  float64 // tcp messages a call, all ranks
+	}{{"han", "128k", 1}, {"below", "8", 2}} {
+		t.Run(c.name, func(t *testing.T) {
+			mpitest.Run(t, 4, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				me := w.Rank()
+				block := []float64{float64(me), float64(me) + 0.5} // 16 bytes
+				all := make([]float64, 8)
+				tcp := func() float64 { return float64(w.Instance().TransportStats()["tcp"].Frames) }
+				if err := mpi.Gather(w, block, all, 0); err != nil { // warm up: the parts, the connections
+					return err
+				}
+				if err := mpi.Barrier(w); err != nil {
+					return err
+				}
+				before := tcp()
+				for i := 0; i < calls; i++ {
+					var err error
+					if me == 0 {
+						clear(all)
+						copy(all[:2], block)
+						err = mpi.Gather(w, all[:2], all, 0) // in place: the root's block of recv
+					} else {
+						err = mpi.Gather(w, block, nil, 0)
+					}
+					if err != nil {
+						return err
+					}
+					for k := 0; me == 0 && k < 8; k++ {
+						if want := float64(k/2) + 0.5*float64(k%2); all[k] != want {
+							return fmt.Errorf("gathered %v", all)
+						}
+					}
+					got := make([]float64, 2)
+					if err := mpi.Scatter(w, all, got, 0); err != nil {
+						return err
+					}
+					if got[0] != float64(me) || got[1] != float64(me)+0.5 {
+						return fmt.Errorf("rank %d scattered %v", me, got)
+					}
+				}
+				sent := []float64{(tcp() - before) / (2 * calls)}
+				if err := mpi.Allreduce(w, sent, sent, mpi.Sum); err != nil {
+					return err
+				}
+				if me == 0 && math.Abs(sent[0]-c.want) > 0.1 {
+					return fmt.Errorf("%.2f tcp messages a call over all ranks; want %v", sent[0], c.want)
+				}
+				return nil
+			}, opts([]int{0, 0, 1, 1}, mpitest.WithMCA(han.GatherMaxParam, c.bound))...)
+		})
+	}
+}

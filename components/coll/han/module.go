@@ -20,6 +20,9 @@ type module struct {
 	segment int
 	spread  int // coll_han_allreduce_spread_bytes
 	nbMax   int // coll_han_nonblocking_max_bytes
+	// gatherMax is coll_han_gather_max_bytes: larger blocks of a gather
+	// or scatter go below han.
+	gatherMax int
 	// anyReducer is int64 max: the ranks' agreement on whether any failed.
 	anyReducer datatype.Reducer
 	// phase names the component chosen for each operation's phases, ""

@@ -16,8 +16,8 @@ import (
 func (m *module) passBelow(c coll.Comm, a *coll.Args) error {
 	f := m.below[a.Op]
 	if f == nil {
-		return mpierr.Errorf(mpierr.ErrComponentNotFound, "coll han: %s on %s: han does not run this call (empty or "+
-			"a non-commutative op on nodes whose ranks are not consecutive) and no module below it fills %s", a.Op, c.Name(), a.Op)
+		return mpierr.Errorf(mpierr.ErrComponentNotFound, "coll han: %s on %s: han does not run this call (empty, larger than "+
+			"coll_han_gather_max_bytes, or a non-commutative op on nodes whose ranks are not consecutive) and no module below it fills %s", a.Op, c.Name(), a.Op)
 	}
 	return f(c, a)
 }
@@ -287,7 +287,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		block = len(a.Recv) / size
 	}
-	if block == 0 {
+	if block == 0 || m.gatherMax > 0 && block > m.gatherMax {
 		return m.passBelow(c, a)
 	}
 	p, err := m.setup(c)
@@ -359,7 +359,7 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		block = len(a.Send) / size
 	}
-	if block == 0 {
+	if block == 0 || m.gatherMax > 0 && block > m.gatherMax {
 		return m.passBelow(c, a)
 	}
 	p, err := m.setup(c)
