@@ -156,6 +156,7 @@ func TestRules(t *testing.T) {
 		{coll.Allgather, 4, 4 * 8, "recursive_doubling"},
 		{coll.Allgather, 5, 5 * 8, "bruck"},
 		{coll.Allgather, 4, 256 << 10, "ring"},
+		{coll.Gather, 2, 4096, "binomial"},
 		{coll.Gather, 4, 8, "linear"},
 		{coll.Gather, 16, 8, "binomial"},
 		{coll.Gather, 16, 4096, "linear"},
