@@ -112,7 +112,8 @@ func (c *Component) Register(r *mca.Registrar) {
 	c.linearRanks = r.Add(params.Def{Name: "coll_tuned_gather_linear_ranks", Type: params.Uint, Level: 6, Default: "10",
 		Help: "Gathers and scatters on at most this many ranks move every block straight to or from the root (linear); on more, " +
 			"blocks under coll_tuned_gather_linear_bytes go up or down a binomial tree (Open MPI's fixed rule: 10 ranks; " +
-			"measured on 4 and 8 ranks over 2 cores, linear won from 8 B to 1 MiB: 64 KiB gather 24 µs against 39)"})
+			"measured on 4 and 8 ranks over 2 cores, linear won from 8 B to 1 MiB: 64 KiB gather 24 µs against 39). A gather " +
+			"on 2 ranks stays binomial, whose root receives with a blocking Recv"})
 	c.linearBytes = r.Add(params.Def{Name: "coll_tuned_gather_linear_bytes", Type: params.Size, Level: 6, Default: "1k",
 		Help: "Gathers and scatters with blocks of at least this many bytes go linear on any number of ranks: the tree's inner " +
 			"ranks would forward more data than the root saves in messages"})
