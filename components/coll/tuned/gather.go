@@ -175,16 +175,15 @@ func gatherRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
 	}
 	for mask := 1; mask < n; mask <<= 1 {
 		cnt := min(mask, n-mask)
-		first := abs(mask, me, n)
-		src := first
+		first := abs(mask, me, n) // the child, first rank of its subtree
 		if first+cnt <= n {
-			if err := coll.RecvExactly(c, a.Recv[first*bs:(first+cnt)*bs], src, tag); err != nil {
+			if err := coll.RecvExactly(c, a.Recv[first*bs:(first+cnt)*bs], first, tag); err != nil {
 				return err
 			}
 			continue
 		}
 		tmp := a.Scratch.Get(cnt * bs)
-		err := coll.RecvExactly(c, tmp, src, tag)
+		err := coll.RecvExactly(c, tmp, first, tag)
 		if err == nil {
 			head := (n - first) * bs // ranks first..n-1, then 0..
 			datatype.CopyCached(a.Recv[first*bs:], tmp[:head])
@@ -251,10 +250,7 @@ func scatterBinomial(c coll.Comm, a *coll.Args) error {
 // rank n-1 to rank 0; then its own block, unless in place.
 func scatterRoot(c coll.Comm, a *coll.Args, bs, tag int) error {
 	me, n := c.Rank(), c.Size()
-	top := 1
-	for top < n {
-		top <<= 1
-	}
+	top := 1 << coll.CeilLog2(n)
 	reqs := a.Requests()
 	var wrapped []byte // at most one subtree wraps
 	defer func() {

@@ -264,18 +264,18 @@ func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
 		}
 		return 1
 	case coll.Gather, coll.Scatter:
-		block := len(a.Send)
-		if op == coll.Scatter || a.InPlace {
-			block = len(a.Recv)
-		}
-		if a.InPlace {
-			block = max(len(a.Send), len(a.Recv)) / n
-		}
 		// On 2 ranks the tree is the same one message, received by a
 		// blocking Recv, which takes a stream of 1–16 KiB messages 2–5
 		// times faster than the Irecv and Wait the linear root posts.
 		if op == coll.Gather && n == 2 {
 			return 1
+		}
+		block := len(a.Send) // a rank's block; a root in place holds all n
+		if op == coll.Scatter {
+			block = len(a.Recv)
+		}
+		if a.InPlace {
+			block = max(len(a.Send), len(a.Recv)) / n
 		}
 		if n <= m.linearRanks || block >= m.linearBytes {
 			return 2
