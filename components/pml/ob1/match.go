@@ -115,12 +115,22 @@ type recvPeer struct {
 	// it by the receive fast path (fastClear), where the matching lock's
 	// compare-and-swap was a sixth of a Send and Recv's software cost.
 	// Beside posted, which every post writes.
-	queued   atomic.Uint64
-	posted   reqList           // receives posted for this peer
-	world    int               // the peer's world rank
-	expected uint16            // the sequence number that matches next
-	parked   map[uint16]*inMsg // headers that arrived before their turn
-	unex     msgList           // this peer's unexpected messages
+	queued atomic.Uint64
+	// lookSkips counts the Irecvs since one found nothing in its look at
+	// the peer's next message; 0 while they look (irecvInPlace).
+	lookSkips atomic.Uint64
+	posted    reqList           // receives posted for this peer
+	world     int               // the peer's world rank
+	expected  uint16            // the sequence number that matches next
+	parked    map[uint16]*inMsg // headers that arrived before their turn
+	unex      msgList           // this peer's unexpected messages
+}
+
+// lookAgain makes the peer's next Irecv look at its next message.
+func (p *recvPeer) lookAgain() {
+	if p.lookSkips.Load() != 0 {
+		release.Store(&p.lookSkips, 0)
+	}
 }
 
 // setQueued notes that one of p's lists holds something now. Callers hold
