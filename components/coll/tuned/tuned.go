@@ -265,8 +265,9 @@ func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
 		return 1
 	case coll.Gather, coll.Scatter:
 		// On 2 ranks the tree is the same one message, received by a
-		// blocking Recv, which takes a stream of 1–16 KiB messages 2–5
-		// times faster than the Irecv and Wait the linear root posts.
+		// blocking Recv, whose fast path takes a rendezvous in place too
+		// (an Irecv takes only eager ones): 16 KiB 1.1–2.8 µs against
+		// 2.6–3.5 through the linear root's Irecv and Wait.
 		if op == coll.Gather && n == 2 {
 			return 1
 		}
