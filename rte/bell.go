@@ -43,10 +43,14 @@ import (
 //
 // Sleep arms the watchers, then calls ready, the caller's last look for
 // work, then blocks. A ringer publishes first (the message in the ring, the
-// request's flag), then loads the armed word. Go's atomics are sequentially
-// consistent, so either the ringer sees the word set and rings, or the
-// sleeper's last look sees what was published. Within the process the same
-// holds for the sleeper count that Ring loads.
+// request's flag), then loads the armed word. With Go's atomics, which are
+// sequentially consistent, either the ringer sees the word set and rings,
+// or the sleeper's last look sees what was published. The transports
+// publish with package release's plain store instead (a fence would cost
+// every message a cache-line round trip), whose load of the armed word may
+// pass the store: so the last look lasts settleFor, until such a store has
+// landed. Within the process the same holds for the sleeper count that
+// Ring loads.
 //
 // Sleep also ends after a bounded time by itself, so that a peer that died
 // without ringing is noticed by the caller's next progress.
@@ -361,12 +365,18 @@ func (b *Bell) listen() {
 	}
 }
 
+// settleFor is how long Sleep keeps looking after it armed: longer than a
+// store can wait in a store buffer (a cache-line round trip or a few, 60–
+// 300 ns here), with margin, and short beside the waits that end in a
+// sleep (mpi_wait_yield_us, 500 µs by default, of yielding first).
+const settleFor = 10 * time.Microsecond
+
 // Sleep blocks the calling goroutine until the bell rings, ctx (which may
 // be nil) ends, the job is lost, or max passes. It first arms the watchers
 // and calls ready, the caller's last look for work (its progress and its
-// condition): when ready returns true it returns WakeReady at once. An error
-// says that sleeping is not possible here (the socket could not be made);
-// the caller should then only yield.
+// condition), for settleFor: when ready returns true it returns WakeReady
+// at once. An error says that sleeping is not possible here (the socket
+// could not be made); the caller should then only yield.
 func (b *Bell) Sleep(ctx context.Context, max time.Duration, ready func() bool) (Wake, error) {
 	if err := b.open(); err != nil {
 		return WakeReady, err
@@ -391,6 +401,16 @@ func (b *Bell) Sleep(ctx context.Context, max time.Duration, ready func() bool) 
 	}()
 	if ready() {
 		return WakeReady, nil
+	}
+	// A peer publishes with a plain store (package release) and then
+	// loads the armed word; its load may be served before its store
+	// leaves its core, while this goroutine arms and looks, and each then
+	// misses the other. Such a store lands once the peer's store buffer
+	// drains: looking again for settleFor before blocking sees it.
+	for until := time.Now().Add(settleFor); time.Now().Before(until); {
+		if ready() {
+			return WakeReady, nil
+		}
 	}
 	var done <-chan struct{}
 	if ctx != nil {
