@@ -48,8 +48,8 @@ import (
 // or the sleeper's last look sees what was published. The transports
 // publish with package release's plain store instead (a fence would cost
 // every message a cache-line round trip), whose load of the armed word may
-// pass the store: so the last look lasts settleFor, until such a store has
-// landed. Within the process the same holds for the sleeper count that
+// pass the store: so a sleep looks once more after settleFor, when such a
+// store has landed. Within the process the same holds for the sleeper count that
 // Ring loads.
 //
 // Sleep also ends after a bounded time by itself, so that a peer that died
@@ -365,17 +365,18 @@ func (b *Bell) listen() {
 	}
 }
 
-// settleFor is how long Sleep keeps looking after it armed: longer than a
-// store can wait in a store buffer (a cache-line round trip or a few, 60–
-// 300 ns here), with margin, and short beside the waits that end in a
-// sleep (mpi_wait_yield_us, 500 µs by default, of yielding first).
+// settleFor is when a sleep looks once more: later than a store can wait in
+// a store buffer (a cache-line round trip or a few, 60–300 ns here), with
+// margin. Sleeping rather than polling until then keeps a wait with no
+// spin budget (mpi_wait_spin_us and mpi_wait_yield_us 0) a sleep at once,
+// off the core.
 const settleFor = 10 * time.Microsecond
 
 // Sleep blocks the calling goroutine until the bell rings, ctx (which may
 // be nil) ends, the job is lost, or max passes. It first arms the watchers
 // and calls ready, the caller's last look for work (its progress and its
-// condition), for settleFor: when ready returns true it returns WakeReady
-// at once. An error says that sleeping is not possible here (the socket
+// condition): when ready returns true it returns WakeReady at once, and
+// again when it does after settleFor of the sleep. An error says that sleeping is not possible here (the socket
 // could not be made); the caller should then only yield.
 func (b *Bell) Sleep(ctx context.Context, max time.Duration, ready func() bool) (Wake, error) {
 	if err := b.open(); err != nil {
@@ -402,34 +403,40 @@ func (b *Bell) Sleep(ctx context.Context, max time.Duration, ready func() bool) 
 	if ready() {
 		return WakeReady, nil
 	}
-	// A peer publishes with a plain store (package release) and then
-	// loads the armed word; its load may be served before its store
-	// leaves its core, while this goroutine arms and looks, and each then
-	// misses the other. Such a store lands once the peer's store buffer
-	// drains: looking again for settleFor before blocking sees it.
-	for until := time.Now().Add(settleFor); time.Now().Before(until); {
-		if ready() {
-			return WakeReady, nil
-		}
-	}
 	var done <-chan struct{}
 	if ctx != nil {
 		done = ctx.Done()
 	}
 	b.nSleeps.Add(1)
-	t := time.NewTimer(max)
+	// A peer publishes with a plain store (package release) and then
+	// loads the armed word; its load may be served before its store
+	// leaves its core, while this goroutine arms and looks, and each then
+	// misses the other. Such a store lands once the peer's store buffer
+	// drains: the sleep's first settleFor ends in one more look.
+	settled := settleFor >= max
+	t := time.NewTimer(min(settleFor, max))
 	defer t.Stop()
-	select {
-	case <-ch:
-		b.nRung.Add(1)
-		return WakeRung, nil
-	case <-t.C:
-		b.nTimeouts.Add(1)
-		return WakeTimeout, nil
-	case <-done:
-		return WakeDone, nil
-	case <-b.lost:
-		return WakeLost, nil
+	for {
+		select {
+		case <-ch:
+			b.nRung.Add(1)
+			return WakeRung, nil
+		case <-t.C:
+			if !settled {
+				settled = true
+				if ready() {
+					return WakeReady, nil
+				}
+				t.Reset(max - settleFor)
+				continue
+			}
+			b.nTimeouts.Add(1)
+			return WakeTimeout, nil
+		case <-done:
+			return WakeDone, nil
+		case <-b.lost:
+			return WakeLost, nil
+		}
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 
 // A publication that lands just after the sleeper's first look (a peer's
 // plain store still in its store buffer when the peer found nobody armed,
-// so that it does not ring) is seen before Sleep blocks, not after its
-// whole timeout.
+// so that it does not ring) is seen by the look at settleFor, not after the
+// sleep's whole timeout.
 func TestSleepLooksAgainAfterArming(t *testing.T) {
 	b := rte.NewLocalBell(nil)
 	looks := 0
@@ -23,7 +23,7 @@ func TestSleepLooksAgainAfterArming(t *testing.T) {
 		t.Fatal(err)
 	}
 	if wake != rte.WakeReady {
-		t.Fatalf("Sleep ended by %v after %v (%d looks), want WakeReady: the second look after arming should have seen the publication", wake, time.Since(start), looks)
+		t.Fatalf("Sleep ended by %v after %v (%d looks), want WakeReady: the look after the sleep's first microseconds should have seen the publication", wake, time.Since(start), looks)
 	}
 }
 
