@@ -371,3 +371,87 @@ func TestIrecvTakesAStreamInPlace(t *testing.T) {
 		})
 	}
 }
+
+// Rendezvous messages whose headers wait in the ring before their receives
+// are started by the Irecv that matches them (the single copy, or the
+// pipeline's first chunk), as by a blocking Recv: none of their headers goes
+// through the unexpected queue, and the data arrives whole and in order.
+// One size, one past the eager limit: a burst of messages that each take
+// several fragments interleaves one message's fragments with the next
+// one's header in the ring, and the wait that drains those fragments
+// finds the header before its receive is posted.
+// (Failed with Irecv taking eager messages only: 5 of 6.)
+func TestIrecvStartsARendezvousInPlace(t *testing.T) {
+	const n = 6
+	mapped, sent := make(chan struct{}), make(chan struct{})
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		sz, err := fastSizesOf(r, 1-c.Rank())
+		if err != nil {
+			return err
+		}
+		step := func(ch chan struct{}) error {
+			select {
+			case <-ch:
+				return nil
+			case <-time.After(20 * time.Second):
+				return fmt.Errorf("the other rank did not get to its next step")
+			}
+		}
+		sizes := []int{sz.eager + 1}
+		// One message through the ring first, which the receiver maps at
+		// its first progress on it.
+		one := make([]byte, sz.llpMax+8)
+		if c.Rank() == 0 {
+			if err := c.Send(one, 1, 9); err != nil {
+				return err
+			}
+			if err := step(mapped); err != nil {
+				return err
+			}
+			var reqs []*mpi.Request
+			for _, size := range sizes {
+				for i := 0; i < n; i++ {
+					b := make([]byte, size)
+					binary.LittleEndian.PutUint32(b, uint32(i))
+					b[size-1] = byte(i + 1)
+					req, err := c.Isend(b, 1, i%3)
+					if err != nil {
+						return err
+					}
+					reqs = append(reqs, req)
+				}
+			}
+			close(sent)
+			return mpi.Waitall(reqs, nil)
+		}
+		if _, err := c.Recv(one, 0, 9); err != nil {
+			return err
+		}
+		close(mapped)
+		if err := step(sent); err != nil {
+			return err
+		}
+		before := r.PMLStats()
+		for _, size := range sizes {
+			for i := 0; i < n; i++ {
+				b := make([]byte, size)
+				req, err := c.Irecv(b, 0, i%3)
+				if err != nil {
+					return err
+				}
+				st, err := req.Wait()
+				if err != nil {
+					return err
+				}
+				if got := binary.LittleEndian.Uint32(b); st.Count != size || st.Tag != i%3 || got != uint32(i) || b[size-1] != byte(i+1) {
+					return fmt.Errorf("%d-byte message %d: got message %d (last byte %d), %d bytes, tag %d", size, i, got, b[size-1], st.Count, st.Tag)
+				}
+			}
+		}
+		if d := r.PMLStats().Unexpected - before.Unexpected; d != 0 {
+			return fmt.Errorf("%d of %d rendezvous headers that waited in the ring went through the unexpected queue, want none", d, n*len(sizes))
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,shm"))
+}

@@ -265,9 +265,12 @@ func (m *module) rule(op coll.Op, c coll.Comm, a *coll.Args) int {
 		return 1
 	case coll.Gather, coll.Scatter:
 		// On 2 ranks the tree is the same one message, received by a
-		// blocking Recv, whose fast path takes a rendezvous in place too
-		// (an Irecv takes only eager ones): 16 KiB 1.1–2.8 µs against
-		// 2.6–3.5 through the linear root's Irecv and Wait.
+		// blocking Recv, whose fast path polls until the message is there
+		// and takes it in place; the linear root's Irecv looks once, and
+		// in a loop of gathers the message is mostly not there yet (2
+		// ranks near: 1 KiB 0.13 µs against 0.17, 16 KiB 0.7–0.9 against
+		// 1.5–2.4; linear wins at 8 B, 0.15 against 0.20, and 64 KiB,
+		// 3.5 against 4.0).
 		if op == coll.Gather && n == 2 {
 			return 1
 		}

@@ -228,27 +228,45 @@ func (m *module) pipesLost(world int, fail func() error) {
 // posted request that Progress then matches, a hop that cost the RGET
 // ping-pong about a microsecond. It ends the Peek (Done) itself.
 func (m *module) takeRndvInPlace(c *comm, src, tag int, buf []byte, bp btlPeek, frag []byte) (pml.Envelope, bool, error) {
+	r := m.startRndvInPlace(c, src, tag, buf, bp, frag, true)
+	if r == nil {
+		return pml.Envelope{}, false, nil
+	}
+	st, err := r.Wait()
+	if err != nil && !r.Done() {
+		return envelope(st), true, err // given up: leave r to whoever finishes it
+	}
+	m.recycle(r)
+	return envelope(st), true, err
+}
+
+// startRndvInPlace takes an RGET or PIPE header at the head of the peer's
+// ring for a receive of buf when it is the message the receive matches,
+// and starts the protocol (takeRndvInPlace); it returns the request, or nil
+// when the header is not for it. It ends the Peek (Done) itself. A pooled
+// request is a blocking receive's (recycled by its caller).
+func (m *module) startRndvInPlace(c *comm, src, tag int, buf []byte, bp btlPeek, frag []byte, pooled bool) *recvReq {
 	w := c.peers[src].world
 	h, data, err := decodeMatch(frag)
 	if err != nil || h.ctx != c.cid || int(h.src) != src || !tagMatches(tag, int(h.tag)) || (h.typ == hdrRget && len(data) > len(recvReq{}.scratch)) {
 		bp.p.Done(bp.ep, false)
-		return pml.Envelope{}, false, nil // the normal path reports or matches it
+		return nil // the normal path reports or matches it
 	}
 	c.mu.Lock()
 	p := &c.peers[src]
 	if h.seq != p.expected || p.unex.head != nil || len(p.parked) != 0 {
 		c.mu.Unlock()
 		bp.p.Done(bp.ep, false)
-		return pml.Envelope{}, false, nil
+		return nil
 	}
 	if h.typ == hdrPipe && !m.onPipe(w, &h, len(data)) {
 		c.mu.Unlock()
 		bp.p.Done(bp.ep, true) // reported, dropped: as dispatch would
-		return pml.Envelope{}, false, nil
+		return nil
 	}
 	p.expected++
 	c.mu.Unlock()
-	r := m.newRecv(c, buf, src, tag, true)
+	r := m.newRecv(c, buf, src, tag, pooled)
 	a := action{r: r, typ: h.typ, msgLen: int(h.msgLen), srcReq: h.srcReq, world: w, src: src, tag: int(h.tag),
 		stamp: h.stamp, fresh: true, seq: h.seq}
 	if h.typ == hdrPipe {
@@ -272,10 +290,5 @@ func (m *module) takeRndvInPlace(c *comm, src, tag int, buf []byte, bp btlPeek, 
 		bp.p.Done(bp.ep, true)
 		m.runAction(&a)
 	}
-	st, err := r.Wait()
-	if err != nil && !r.Done() {
-		return envelope(st), true, err // given up: leave r to whoever finishes it
-	}
-	m.recycle(r)
-	return envelope(st), true, err
+	return r
 }

@@ -748,11 +748,12 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 }
 
 // An Irecv from one peer takes one look at the peer's next message, as a
-// blocking receive does, and when it is there and is an eager one the
-// receive takes, completes at once: on a stream of messages that arrive
-// before their receives, Progress (a posted receive's wait) would deliver
-// the stream's later messages to the unexpected queue, a copy and an
-// allocation each; an Irecv + Wait on 1 KiB messages cost 5× a Recv so.
+// blocking receive does, and when it is there and is the one the receive
+// takes, completes at once (eager) or starts its protocol (rendezvous): on
+// a stream of messages that arrive before their receives, Progress (a
+// posted receive's wait) would deliver the stream's later messages to the
+// unexpected queue, a copy and an allocation each; an Irecv + Wait on
+// 1 KiB messages cost 5× a Recv so.
 // A look that finds nothing reads a line the sender writes, which a window
 // of receives posted before their messages would pay for nothing (osu_bw's
 // rate at 1 B lost 4–5 %), so after a miss a peer's Irecvs look only every
@@ -760,9 +761,8 @@ func (m *module) recvFast(c *comm, buf []byte, src, tag int) (pml.Envelope, bool
 // unexpected (postLocked: the peer is ahead again) or a look hits.
 const irecvLookEvery = 16
 
-// irecvInPlace is that look: a completed request, or nil for the normal
-// path. Only eager messages: a rendezvous taken here would make Irecv wait
-// for its sender.
+// irecvInPlace is that look: a request, complete for an eager message and
+// started for a rendezvous, or nil for the normal path.
 func (m *module) irecvInPlace(c *comm, buf []byte, src, tag int) *recvReq {
 	p := &c.peers[src]
 	w := p.world
@@ -796,10 +796,21 @@ func (m *module) irecvInPlace(c *comm, buf []byte, src, tag int) *recvReq {
 	}
 	if pollBTL && !taken {
 		if t, frag, ok := bp.Peek(ep); ok {
-			if t == tagOf(hdrMatch) {
+			switch t {
+			case tagOf(hdrMatch):
 				env, taken, err = m.takeInPlace(c, src, tag, buf, frag)
+				bp.Done(ep, taken)
+			case tagOf(hdrRget), tagOf(hdrPipe):
+				// A rendezvous: its protocol starts here, as the
+				// match in Progress would start it; the request
+				// completes when the data is in.
+				if r := m.startRndvInPlace(c, src, tag, buf, m.peekBTL[w], frag, false); r != nil {
+					p.lookAgain()
+					return r
+				}
+			default:
+				bp.Done(ep, false)
 			}
-			bp.Done(ep, taken)
 		}
 	}
 	if !taken {
