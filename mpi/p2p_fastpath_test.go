@@ -455,3 +455,132 @@ func TestIrecvStartsARendezvousInPlace(t *testing.T) {
 		return nil
 	}, mpitest.WithMCA("btl", "self,shm"))
 }
+
+// A blocking receive whose next message went into the ring while the LLP,
+// full a moment before, took the one after it finds that later message at
+// the LLP's head: it looks in the ring, rather than leaving to the normal
+// path, whose progress would move the rest of the peer's stream to the
+// unexpected queue (a stream of 8-byte Sends that alternate between a full
+// LLP and the ring went there nearly whole, at twice the time a message).
+// Here the ring holds messages n and m and the LLP n+1 … m-1: the receive
+// of n meets n+1 at the LLP's head, and the receive of n+1 meets m at the
+// ring's. (Failed without the look: 1 of 19.)
+func TestRecvLooksTheOtherWayForItsMessage(t *testing.T) {
+	mapped, full, freed, sent := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var total int
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		c := r.CommWorld()
+		step := func(ch chan struct{}) error {
+			select {
+			case <-ch:
+				return nil
+			case <-time.After(20 * time.Second):
+				return fmt.Errorf("the other rank did not get to its next step")
+			}
+		}
+		sz, err := fastSizesOf(r, 1-c.Rank())
+		if err != nil {
+			return err
+		}
+		msg := make([]byte, 8)
+		// A blocking message through the LLP and one through the ring
+		// first: the receiver maps each box at its first progress on it,
+		// and until then sees nothing in it. The stream starts after
+		// their receives have returned, whose progress would take what
+		// came meanwhile.
+		for _, b := range [][]byte{msg, make([]byte, sz.llpMax+8)} {
+			if c.Rank() == 0 {
+				err = c.Send(b, 1, 9)
+			} else {
+				_, err = c.Recv(b, 0, 9)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if c.Rank() == 0 {
+			if err := step(mapped); err != nil {
+				return err
+			}
+		} else {
+			close(mapped)
+		}
+		if c.Rank() == 0 {
+			send := func(i int) (viaLLP bool, err error) {
+				before := r.PMLStats().LLPHits
+				binary.LittleEndian.PutUint32(msg, uint32(i))
+				err = c.Send(msg, 1, 5)
+				return r.PMLStats().LLPHits > before, err
+			}
+			// Fill the LLP: the first message it refuses goes into the
+			// ring.
+			n := 0
+			for ; ; n++ {
+				viaLLP, err := send(n)
+				if err != nil {
+					return err
+				}
+				if !viaLLP {
+					break
+				}
+				if n > 1<<12 {
+					return fmt.Errorf("the LLP took %d messages with none received", n)
+				}
+			}
+			close(full)
+			// The receiver takes the first, which frees its slot: the
+			// next message takes it, behind the one in the ring.
+			if err := step(freed); err != nil {
+				return err
+			}
+			// Then until the LLP is full again: the ring holds n and the
+			// last, the LLP the ones between at its end.
+			m := n + 1
+			for ; ; m++ {
+				viaLLP, err := send(m)
+				if err != nil {
+					return err
+				}
+				if !viaLLP {
+					break
+				}
+			}
+			if m == n+1 {
+				return fmt.Errorf("message %d did not take the slot the receiver freed", m)
+			}
+			total = m + 1
+			close(sent)
+			return nil
+		}
+		if err := step(full); err != nil {
+			return err
+		}
+		before := r.PMLStats()
+		check := func(i int) error {
+			st, err := c.Recv(msg, 0, 5)
+			if err != nil {
+				return err
+			}
+			if got := binary.LittleEndian.Uint32(msg); got != uint32(i) || st.Count != 8 {
+				return fmt.Errorf("message %d: got %d (%d bytes)", i, got, st.Count)
+			}
+			return nil
+		}
+		if err := check(0); err != nil {
+			return err
+		}
+		close(freed)
+		if err := step(sent); err != nil {
+			return err
+		}
+		for i := 1; i < total; i++ {
+			if err := check(i); err != nil {
+				return err
+			}
+		}
+		if d := r.PMLStats().Unexpected - before.Unexpected; d != 0 {
+			return fmt.Errorf("%d of %d messages went through the unexpected queue, want none", d, total)
+		}
+		return nil
+	}, mpitest.WithMCA("btl", "self,shm"))
+}

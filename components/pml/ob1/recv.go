@@ -466,8 +466,18 @@ func (m *module) Recv(pc *pml.Comm, buf []byte, src, tag int) (pml.Envelope, err
 		return pml.Envelope{Source: src, Tag: tag}, err
 	}
 	if src != pml.AnySource {
-		if env, ok, err := m.recvFast(c, buf, src, tag); ok {
-			return env, err
+		for try := 0; ; try++ {
+			env, ok, err := m.recvFast(c, buf, src, tag)
+			if ok {
+				return env, err
+			}
+			if err != errAhead || try == aheadRetries {
+				break
+			}
+			// The peer's next message went the other way: look there
+			// first (recvFast stored the way it found the later one).
+			w := c.peers[src].world
+			release.Store(&m.viaBTL[w], 1-m.viaBTL[w].Load())
 		}
 	}
 	c.mu.Lock()
@@ -814,7 +824,7 @@ func (m *module) irecvInPlace(c *comm, buf []byte, src, tag int) *recvReq {
 		}
 	}
 	if !taken {
-		if p.lookSkips.Load() == 0 {
+		if err != errAhead && p.lookSkips.Load() == 0 {
 			release.Store(&p.lookSkips, 1)
 		}
 		return nil
@@ -836,6 +846,28 @@ func (m *module) irecvInPlace(c *comm, buf []byte, src, tag int) *recvReq {
 func (m *module) fastClear(c *comm, src, w int) bool {
 	return c.peers[src].queued.Load() == 0 && c.wildPosted.Load() == 0 && !m.lost[w].Load()
 }
+
+// errAhead is takeInPlace's answer for a message of the receive's
+// communicator and peer whose sequence number is not the next one: the
+// peer's next message went the other way (the LLP or the ring), and this
+// one overtook it. Not an error to report: the receive looks the other way
+// (Recv, irecvInPlace) rather than leaving to the normal path, whose
+// progress would move the rest of a stream to the unexpected queue (a
+// stream of 8-byte Sends, which alternate between a full LLP and the ring,
+// was received at 0.16 µs a message against 0.08 without the LLP).
+var errAhead = errors.New("ob1: a later message of the peer")
+
+func aheadErr(ahead bool) error {
+	if ahead {
+		return errAhead
+	}
+	return nil
+}
+
+// aheadRetries bounds how often a blocking receive turns to the other path
+// after finding a later message on one: the next is on the other, or in
+// flight there.
+const aheadRetries = 2
 
 // takeInPlace matches frag, the next message from src, with a blocking
 // receive when it is the one the receive takes: a MATCH header on this
@@ -860,8 +892,9 @@ func (m *module) takeInPlace(c *comm, src, tag int, buf, frag []byte) (pml.Envel
 	c.mu.Lock()
 	p := &c.peers[src]
 	if seq != p.expected || p.unex.head != nil || len(p.parked) != 0 {
+		ahead := seq != p.expected && p.unex.head == nil && len(p.parked) == 0
 		c.mu.Unlock()
-		return pml.Envelope{}, false, nil
+		return pml.Envelope{}, false, aheadErr(ahead)
 	}
 	p.expected++
 	c.mu.Unlock()
