@@ -209,6 +209,45 @@ func checkFastPaths(before, after mpi.PMLStats, n, offered, large int, withLLP b
 	return nil
 }
 
+// handOver waits for the other goroutine rank's next step (a channel it
+// closes): the stream tests order their ranks outside MPI, so that no
+// progress of the receiver's delivers a message before the test says. A
+// rank that failed leaves the other waiting: that ends after a while.
+func handOver(ch chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-time.After(20 * time.Second):
+		return fmt.Errorf("the other rank did not get to its next step")
+	}
+}
+
+// mapPaths sends rank 1 one blocking message of each size from rank 0:
+// the sender makes its LLP box at its first blocking send, the receiver
+// maps that box and the ring at its first progress on them, and until then
+// sees nothing in them. Rank 0 then waits until rank 1 closes mapped, after
+// its receives have returned (their progress would take what came
+// meanwhile).
+func mapPaths(c *mpi.Comm, mapped chan struct{}, sizes ...int) error {
+	for _, size := range sizes {
+		b := make([]byte, size)
+		var err error
+		if c.Rank() == 0 {
+			err = c.Send(b, 1, 9)
+		} else {
+			_, err = c.Recv(b, 0, 9)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if c.Rank() == 0 {
+		return handOver(mapped)
+	}
+	close(mapped)
+	return nil
+}
+
 // A stream of messages that arrive before their receives is taken by
 // Irecv + Wait as by Recv: each Irecv takes the peer's next message from
 // the transport itself, so none goes through the unexpected queue (a copy
@@ -270,49 +309,25 @@ func TestIrecvTakesAStreamInPlace(t *testing.T) {
 					}
 					return nil
 				}
-				// One blocking message of each size first: the sender
-				// makes its LLP box at its first blocking send, the
-				// receiver maps that box and the ring at its first
-				// progress on them, and until then sees nothing in them.
-				for _, size := range sizes {
-					one := make([]byte, size)
-					if c.Rank() == 0 {
-						err = c.Send(one, 1, 9)
-					} else {
-						_, err = c.Recv(one, 0, 9)
-					}
-					if err != nil {
-						return err
-					}
-				}
-				// A rank that failed leaves the other waiting for a step.
-				step := func(ch chan struct{}) error {
-					select {
-					case <-ch:
-						return nil
-					case <-time.After(20 * time.Second):
-						return fmt.Errorf("the other rank did not get to its next step")
-					}
+				if err := mapPaths(c, mapped, sizes...); err != nil {
+					return err
 				}
 				big := sizes[1]
 				if c.Rank() == 0 {
-					if err := step(mapped); err != nil {
-						return err
-					}
 					for _, size := range sizes {
 						if err := send(size, 0, n); err != nil {
 							return err
 						}
 					}
 					close(sent)
-					if err := step(posted); err != nil {
+					if err := handOver(posted); err != nil {
 						return err
 					}
 					if err := send(big, 0, 1+early); err != nil {
 						return err
 					}
 					close(sentEarly)
-					if err := step(drained); err != nil {
+					if err := handOver(drained); err != nil {
 						return err
 					}
 					if err := send(big, 1+early, n); err != nil {
@@ -321,8 +336,7 @@ func TestIrecvTakesAStreamInPlace(t *testing.T) {
 					close(sentLate)
 					return nil
 				}
-				close(mapped)
-				if err := step(sent); err != nil {
+				if err := handOver(sent); err != nil {
 					return err
 				}
 				before := r.PMLStats()
@@ -343,7 +357,7 @@ func TestIrecvTakesAStreamInPlace(t *testing.T) {
 					return err
 				}
 				close(posted)
-				if err := step(sentEarly); err != nil {
+				if err := handOver(sentEarly); err != nil {
 					return err
 				}
 				st, err := req.Wait()
@@ -357,7 +371,7 @@ func TestIrecvTakesAStreamInPlace(t *testing.T) {
 					return err
 				}
 				close(drained)
-				if err := step(sentLate); err != nil {
+				if err := handOver(sentLate); err != nil {
 					return err
 				}
 				if err := receive(big, 1+early, n); err != nil {
@@ -390,25 +404,11 @@ func TestIrecvStartsARendezvousInPlace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		step := func(ch chan struct{}) error {
-			select {
-			case <-ch:
-				return nil
-			case <-time.After(20 * time.Second):
-				return fmt.Errorf("the other rank did not get to its next step")
-			}
-		}
 		sizes := []int{sz.eager + 1}
-		// One message through the ring first, which the receiver maps at
-		// its first progress on it.
-		one := make([]byte, sz.llpMax+8)
+		if err := mapPaths(c, mapped, sz.llpMax+8); err != nil {
+			return err
+		}
 		if c.Rank() == 0 {
-			if err := c.Send(one, 1, 9); err != nil {
-				return err
-			}
-			if err := step(mapped); err != nil {
-				return err
-			}
 			var reqs []*mpi.Request
 			for _, size := range sizes {
 				for i := 0; i < n; i++ {
@@ -425,11 +425,7 @@ func TestIrecvStartsARendezvousInPlace(t *testing.T) {
 			close(sent)
 			return mpi.Waitall(reqs, nil)
 		}
-		if _, err := c.Recv(one, 0, 9); err != nil {
-			return err
-		}
-		close(mapped)
-		if err := step(sent); err != nil {
+		if err := handOver(sent); err != nil {
 			return err
 		}
 		before := r.PMLStats()
@@ -470,40 +466,13 @@ func TestRecvLooksTheOtherWayForItsMessage(t *testing.T) {
 	var total int
 	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
 		c := r.CommWorld()
-		step := func(ch chan struct{}) error {
-			select {
-			case <-ch:
-				return nil
-			case <-time.After(20 * time.Second):
-				return fmt.Errorf("the other rank did not get to its next step")
-			}
-		}
 		sz, err := fastSizesOf(r, 1-c.Rank())
 		if err != nil {
 			return err
 		}
 		msg := make([]byte, 8)
-		// A blocking message through the LLP and one through the ring
-		// first: the receiver maps each box at its first progress on it,
-		// and until then sees nothing in it. The stream starts after
-		// their receives have returned, whose progress would take what
-		// came meanwhile.
-		for _, b := range [][]byte{msg, make([]byte, sz.llpMax+8)} {
-			if c.Rank() == 0 {
-				err = c.Send(b, 1, 9)
-			} else {
-				_, err = c.Recv(b, 0, 9)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		if c.Rank() == 0 {
-			if err := step(mapped); err != nil {
-				return err
-			}
-		} else {
-			close(mapped)
+		if err := mapPaths(c, mapped, len(msg), sz.llpMax+8); err != nil {
+			return err
 		}
 		if c.Rank() == 0 {
 			send := func(i int) (viaLLP bool, err error) {
@@ -530,7 +499,7 @@ func TestRecvLooksTheOtherWayForItsMessage(t *testing.T) {
 			close(full)
 			// The receiver takes the first, which frees its slot: the
 			// next message takes it, behind the one in the ring.
-			if err := step(freed); err != nil {
+			if err := handOver(freed); err != nil {
 				return err
 			}
 			// Then until the LLP is full again: the ring holds n and the
@@ -552,7 +521,7 @@ func TestRecvLooksTheOtherWayForItsMessage(t *testing.T) {
 			close(sent)
 			return nil
 		}
-		if err := step(full); err != nil {
+		if err := handOver(full); err != nil {
 			return err
 		}
 		before := r.PMLStats()
@@ -570,7 +539,7 @@ func TestRecvLooksTheOtherWayForItsMessage(t *testing.T) {
 			return err
 		}
 		close(freed)
-		if err := step(sent); err != nil {
+		if err := handOver(sent); err != nil {
 			return err
 		}
 		for i := 1; i < total; i++ {
