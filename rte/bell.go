@@ -49,8 +49,8 @@ import (
 // publish with package release's plain store instead (a fence would cost
 // every message a cache-line round trip), whose load of the armed word may
 // pass the store: so a sleep looks once more after settleFor, when such a
-// store has landed. Within the process the same holds for the sleeper count that
-// Ring loads.
+// store has landed. Within the process the same holds for the sleeper
+// count that Ring loads.
 //
 // Sleep also ends after a bounded time by itself, so that a peer that died
 // without ringing is noticed by the caller's next progress.
@@ -376,8 +376,9 @@ const settleFor = 10 * time.Microsecond
 // be nil) ends, the job is lost, or max passes. It first arms the watchers
 // and calls ready, the caller's last look for work (its progress and its
 // condition): when ready returns true it returns WakeReady at once, and
-// again when it does after settleFor of the sleep. An error says that sleeping is not possible here (the socket
-// could not be made); the caller should then only yield.
+// again when it does after settleFor of the sleep. An error says that
+// sleeping is not possible here (the socket could not be made); the caller
+// should then only yield.
 func (b *Bell) Sleep(ctx context.Context, max time.Duration, ready func() bool) (Wake, error) {
 	if err := b.open(); err != nil {
 		return WakeReady, err
