@@ -25,6 +25,9 @@ var smallCollectives = []struct {
 	{"scatter", func(c *mpi.Comm, b *collBufs) error { return mpi.Scatter(c, b.all, b.one, 0) }},
 	{"allgather", func(c *mpi.Comm, b *collBufs) error { return mpi.Allgather(c, b.one, b.all) }},
 	{"alltoall", func(c *mpi.Comm, b *collBufs) error { return mpi.Alltoall(c, b.all, b.all2) }},
+	// Blocks above coll_tuned_alltoall_small_bytes: pairwise exchange.
+	{"alltoall pairwise", func(c *mpi.Comm, b *collBufs) error { return mpi.Alltoall(c, b.wide, b.wide2) }},
+	{"alltoall pairwise in place", func(c *mpi.Comm, b *collBufs) error { return mpi.Alltoall(c, b.wide, b.wide) }},
 	{"gatherv", func(c *mpi.Comm, b *collBufs) error { return mpi.Gatherv(c, b.one, b.all, b.ones, b.iota, 0) }},
 	{"scatterv", func(c *mpi.Comm, b *collBufs) error { return mpi.Scatterv(c, b.all, b.ones, b.iota, b.one, 0) }},
 	{"allgatherv", func(c *mpi.Comm, b *collBufs) error { return mpi.Allgatherv(c, b.one, b.all, b.ones, b.iota) }},
@@ -62,12 +65,16 @@ func wait(r *mpi.Request, err error) error {
 const collAllocRuns = 50
 
 // collBufs are a rank's buffers for smallCollectives: one element, its
-// result, one element per rank twice, and the v forms' counts (one each)
-// and displacements (0, 1, 2, …).
+// result, one element per rank twice, wideBlock elements per rank twice,
+// and the v forms' counts (one each) and displacements (0, 1, 2, …).
 type collBufs struct {
-	one, res, all, all2 []float64
-	ones, iota          []int
+	one, res, all, all2, wide, wide2 []float64
+	ones, iota                       []int
 }
+
+// wideBlock is an alltoall block of 512 bytes, above tuned's
+// coll_tuned_alltoall_small_bytes (256).
+const wideBlock = 64
 
 // TestSmallCollectivesAllocs: a small collective allocates nothing once
 // running, on one node (sm, and tuned over point-to-point without it) and
@@ -101,6 +108,7 @@ func TestSmallCollectivesAllocs(t *testing.T) {
 						return fmt.Errorf("the world's slot table %q: want %s in it", tab, l.coll)
 					}
 					b := &collBufs{one: []float64{1}, res: []float64{0}, all: make([]float64, c.Size()), all2: make([]float64, c.Size()),
+						wide: make([]float64, wideBlock*c.Size()), wide2: make([]float64, wideBlock*c.Size()),
 						ones: make([]int, c.Size()), iota: make([]int, c.Size())}
 					for r := range b.ones {
 						b.ones[r], b.iota[r] = 1, r

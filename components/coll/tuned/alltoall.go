@@ -5,29 +5,28 @@ import (
 	"github.com/gompi/gompi/frameworks/coll"
 )
 
-// alltoallLayout returns where each rank's block is sent from and
-// received to: equal blocks, or the v variant's counts and displacements.
-func alltoallLayout(c coll.Comm, a *coll.Args) (sd, sc, rd, rc []int, send []byte) {
-	n := c.Size()
-	send = a.Send
-	if a.Counts != nil {
-		rd, rc = a.Displs, a.Counts
-		sd, sc = a.SendDispls, a.SendCounts
-		if a.InPlace {
-			send = append([]byte(nil), a.Recv...)
-			sd, sc = rd, rc
-		}
-		return sd, sc, rd, rc, send
+// alltoallBlocks is where each rank's block is sent from and received
+// to: equal blocks of bs bytes, or the v variant's counts and
+// displacements. Equal blocks need no slices, so the common call
+// allocates nothing.
+type alltoallBlocks struct {
+	sd, sc, rd, rc []int // nil for equal blocks
+	bs             int
+	send           []byte
+}
+
+func (b *alltoallBlocks) sendBlock(i int) []byte {
+	if b.sd == nil {
+		return b.send[i*b.bs : (i+1)*b.bs]
 	}
-	bs := len(a.Recv) / n
-	if a.InPlace {
-		send = append([]byte(nil), a.Recv...)
+	return b.send[b.sd[i] : b.sd[i]+b.sc[i]]
+}
+
+func (b *alltoallBlocks) recvBlock(recv []byte, i int) []byte {
+	if b.rd == nil {
+		return recv[i*b.bs : (i+1)*b.bs]
 	}
-	sd, sc = make([]int, n), make([]int, n)
-	for i := range sd {
-		sd[i], sc[i] = i*bs, bs
-	}
-	return sd, sc, sd, sc, send
+	return recv[b.rd[i] : b.rd[i]+b.rc[i]]
 }
 
 // alltoallPairwise (and alltoallv): in step s every rank sends to rank+s
@@ -35,16 +34,32 @@ func alltoallLayout(c coll.Comm, a *coll.Args) (sd, sc, rd, rc []int, send []byt
 // more than one message in flight each way.
 func alltoallPairwise(c coll.Comm, a *coll.Args) error {
 	me, n := c.Rank(), c.Size()
-	sd, sc, rd, rc, send := alltoallLayout(c, a)
-	datatype.CopyCached(a.Recv[rd[me]:rd[me]+rc[me]], send[sd[me]:sd[me]+sc[me]])
+	b := alltoallBlocks{send: a.Send}
+	if a.Counts != nil {
+		b.rd, b.rc, b.sd, b.sc = a.Displs, a.Counts, a.SendDispls, a.SendCounts
+		if a.InPlace {
+			b.sd, b.sc = b.rd, b.rc
+		}
+	} else {
+		b.bs = len(a.Recv) / n
+	}
+	if a.InPlace {
+		// Blocks still to send are overwritten by those received: send
+		// from a copy.
+		b.send = a.Scratch.Get(len(a.Recv))
+		defer a.Scratch.Put(b.send)
+		datatype.CopyCached(b.send, a.Recv)
+	}
+	datatype.CopyCached(b.recvBlock(a.Recv, me), b.sendBlock(me))
 	tag := coll.Tag(a.Op, 1)
 	for s := 1; s < n; s++ {
 		dst, src := (me+s)%n, (me-s+n)%n
-		got, err := coll.Exchange(c, send[sd[dst]:sd[dst]+sc[dst]], dst, a.Recv[rd[src]:rd[src]+rc[src]], src, tag)
+		in := b.recvBlock(a.Recv, src)
+		got, err := coll.Exchange(c, b.sendBlock(dst), dst, in, src, tag)
 		if err != nil {
 			return err
 		}
-		if err := coll.Exactly(c, got, rc[src], src); err != nil {
+		if err := coll.Exactly(c, got, len(in), src); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,8 @@ func TestWaitsThroughAwaiter(t *testing.T) {
 			t.Fatalf("a direct wait went unnoticed: %v", err)
 		}
 	})
-	for op, as := range algs {
+	for i, as := range algs {
+		op := coll.Op(i)
 		for v := 1; v < len(as); v++ {
 			a := as[v]
 			name := fmt.Sprintf("%s/%s", op, a.name)

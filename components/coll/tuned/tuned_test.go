@@ -18,7 +18,8 @@ import (
 // and 65 (one rank is self's), every root, in place or not, with
 // non-commutative ops for the algorithms that keep rank order.
 func TestConformance(t *testing.T) {
-	for op, as := range algs {
+	for i, as := range algs {
+		op := coll.Op(i)
 		for v := 1; v < len(as); v++ {
 			a := as[v]
 			t.Run(fmt.Sprintf("%s/%s", op, a.name), func(t *testing.T) {
@@ -236,7 +237,8 @@ func TestRules(t *testing.T) {
 func TestForcedParams(t *testing.T) {
 	w := colltest.NewWorld(8, false)
 	forced := 0
-	for op, as := range algs {
+	for i, as := range algs {
+		op := coll.Op(i)
 		for v := 1; v < len(as); v++ {
 			c := &Component{}
 			cat := mca.NewCatalog()
