@@ -2,6 +2,7 @@ package ob1
 
 import (
 	"fmt"
+	"math/bits"
 	"sync/atomic"
 
 	"github.com/gompi/gompi/frameworks/btl"
@@ -177,8 +178,11 @@ type inMsg struct {
 	msgLen int
 	srcReq uint64
 	data   []byte
-	// small holds the data of short messages, saving an allocation.
+	// small holds the data of short messages, saving an allocation; room,
+	// that of longer ones up to keptRoom, kept with the message in the
+	// free list for the next one.
 	small [32]byte
+	room  []byte
 
 	allPrev, allNext   *inMsg
 	peerPrev, peerNext *inMsg
@@ -357,26 +361,44 @@ type arrival struct {
 // there (freeMsg).
 func (m *module) copyIn(a *arrival, world int) *inMsg {
 	msg := m.msgPool.get()
+	room := msg.room
 	*msg = inMsg{
 		typ: a.h.typ, ctx: a.h.ctx, src: int(a.h.src), world: world, tag: int(a.h.tag), seq: a.h.seq,
-		msgLen: len(a.data), srcReq: a.h.srcReq,
+		msgLen: len(a.data), srcReq: a.h.srcReq, room: room,
 	}
 	if a.h.typ != hdrMatch {
 		msg.msgLen = int(a.h.msgLen)
 	}
-	if len(a.data) <= len(msg.small) {
-		msg.data = msg.small[:len(a.data):len(a.data)]
-	} else {
-		msg.data = make([]byte, len(a.data))
+	n := len(a.data)
+	switch {
+	case n <= len(msg.small):
+		msg.data = msg.small[:n:n]
+	case n <= cap(msg.room):
+		msg.data = msg.room[:n:n]
+	case n <= keptRoom:
+		msg.room = make([]byte, max(64, 1<<bits.Len(uint(n-1))))
+		msg.data = msg.room[:n:n]
+	default:
+		msg.data = make([]byte, n)
 	}
 	copy(msg.data, a.data)
 	return msg
 }
 
+// keptRoom is the most data room an unexpected message keeps in the free
+// list (inMsg.room): a shm eager message (btl_shm_eager_limit, 4160 with
+// the header), so that a rank ahead of its peers in a loop allocates
+// nothing; the free list then pins at most maxFree times this (4 MiB).
+// Longer ones (tcp's and self's eager messages, up to 64 KiB) are
+// allocated each time and left to the collector.
+const keptRoom = 4 << 10
+
 // freeMsg gives back a message a receive has started from (startRecv,
 // which is done with its data when it returns).
 func (m *module) freeMsg(msg *inMsg) {
-	*msg = inMsg{}
+	// startRecv and completeEager are done with msg.data: its room is
+	// the next message's.
+	*msg = inMsg{room: msg.room}
 	m.msgPool.put(msg)
 }
 
