@@ -32,7 +32,7 @@ func Ibarrier(c *Comm) (*Request, error) { return c.Ibarrier() }
 
 // BarrierInit plans a persistent barrier (MPI_Barrier_init).
 func (c *Comm) BarrierInit() (*Request, error) {
-	return c.persistent(coll.Barrier, "BarrierInit", c.args(coll.Args{}))
+	return c.persistent(coll.Barrier, "BarrierInit", c.newArgs())
 }
 
 // BarrierInit is Comm.BarrierInit.
