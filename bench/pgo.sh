@@ -18,11 +18,15 @@
 # both are paths of a default job, the LLP's below its size limit), and the
 # small collectives and nonblocking ones. Not tcp: its time is the kernel's, and
 # its weight would leave the shm path below the compiler's hot threshold
-# (the call edges that make up 99 % of the profile's weight). Re-make it when the message path changes much; a stale profile
-# still builds (Go matches it by function and line, and ignores what no
-# longer matches), it only stops helping. cmd/gompi-bench's
-# TestProfileNamesHotPaths fails when the functions it should name are
-# not in it.
+# (the call edges that make up 99 % of the profile's weight). Re-make it
+# when the message path changes much; a stale profile still builds (Go
+# matches it by function and line, and ignores what no longer matches), it
+# only stops helping. Two profiles of one tree differ (the samples do), and
+# so do their builds: measure latency and the small collectives with the
+# old profile and the new before keeping the new (a re-made one cost
+# 512-byte latency 15 % in one session). cmd/gompi-bench's
+# TestProfileNamesHotPaths fails when the functions it should name are not
+# in it.
 #
 # Environment:
 #   OUT    where to write the profile (default: cmd/gompi-bench/default.pgo)
