@@ -98,9 +98,12 @@ type module struct {
 	// rootedMin: bcast and reduce under it go below (coll_sm_rooted_min_bytes,
 	// where ranks outnumber cores; 0 otherwise).
 	rootedMin int
-	slot      int // maxBytes rounded up to whole lines
-	below     [coll.NumOps]coll.Func
-	slots     coll.Slots
+	// bcastMin: a blocking bcast under it goes below: rootedMin, or on two
+	// ranks coll_sm_pair_bcast_min_bytes if larger.
+	bcastMin int
+	slot     int // maxBytes rounded up to whole lines
+	below    [coll.NumOps]coll.Func
+	slots    coll.Slots
 
 	// state is atomic: a nonblocking run sets the segment up on whichever
 	// goroutine progresses it, while the program may make a blocking call.

@@ -11,7 +11,7 @@ import (
 // size, or no segment), and then says so; otherwise it sets the segment
 // up if need be and leaves the call to sm.
 func (m *module) route(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (passed bool, err error) {
-	if bytes <= m.maxBytes && (bytes >= m.rootedMin || (op != coll.Bcast && op != coll.Reduce)) {
+	if bytes <= m.maxBytes && !m.rootedBelow(op, bytes) {
 		ready, err := m.ready(c)
 		if err != nil || ready {
 			return err != nil, err
@@ -20,13 +20,29 @@ func (m *module) route(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (passed
 	return true, m.passOn(op, c, a, bytes)
 }
 
+// rootedBelow reports whether a blocking bcast or reduce of bytes goes to
+// the module below for its size (coll_sm_rooted_min_bytes,
+// coll_sm_pair_bcast_min_bytes).
+func (m *module) rootedBelow(op coll.Op, bytes int) bool {
+	switch op {
+	case coll.Bcast:
+		return bytes < m.bcastMin
+	case coll.Reduce:
+		return bytes < m.rootedMin
+	}
+	return false
+}
+
 func (m *module) why(op coll.Op, bytes int) string {
 	switch {
 	case bytes > m.maxBytes:
 		return fmt.Sprintf("%d bytes are over what sm carries on %d ranks (%d: %s, %s, %s)", bytes, m.n, m.maxBytes,
 			MaxBytesParam, SegmentBytesParam, PairBytesParam)
-	case bytes < m.rootedMin && (op == coll.Bcast || op == coll.Reduce):
+	case op == coll.Reduce && bytes < m.rootedMin:
 		return fmt.Sprintf("%d bytes are under %s (%d) where ranks outnumber cores", bytes, RootedMinParam, m.rootedMin)
+	case op == coll.Bcast && bytes < m.bcastMin:
+		return fmt.Sprintf("%d bytes are under %s (%d) where ranks outnumber cores, or %s (%d) on two ranks",
+			bytes, RootedMinParam, m.rootedMin, PairBcastMinParam, m.bcastMin)
 	}
 	return "the shared segment could not be set up"
 }

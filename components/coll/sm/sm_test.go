@@ -279,3 +279,71 @@ func TestMaxBytesOutOfRange(t *testing.T) {
 		t.Fatalf("Init with coll_sm_max_bytes=2m: %v; want an error naming the value and the accepted range", err)
 	}
 }
+
+// TestPairBcastRouting: on two ranks with a core each, a blocking bcast
+// under coll_sm_pair_bcast_min_bytes goes to the module below (point-to-
+// point messages, whose ring lets the root run ahead of the reader), one
+// at or above it through sm's slot (no message); a nonblocking one stays
+// sm's (its own path, not a coroutine), and with the parameter 0 sm takes
+// the small blocking one too. Counted as the messages rank 0 sends.
+func TestPairBcastRouting(t *testing.T) {
+	const calls = 20
+	for _, c := range []struct {
+		name, min string
+		bytes     int
+		form      string
+		wantSent  bool
+	}{
+		{"8 bytes below", "", 8, "blocking", true},
+		{"under the default", "", 1023, "blocking", true},
+		{"at the default", "", 1024, "blocking", false},
+		{"nonblocking", "", 8, "nonblocking", false},
+		{"parameter 0", "0", 8, "blocking", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			opts := []mpitest.Option{mpitest.WithMCA("btl", "self,shm"), mpitest.WithMCA("mpi_yield_when_idle", "no")}
+			if c.min != "" {
+				opts = append(opts, mpitest.WithMCA("coll_sm_pair_bcast_min_bytes", c.min))
+			}
+			mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+				w := r.CommWorld()
+				if r.Instance.WaitPolicy().Yield {
+					return fmt.Errorf("the ranks yield: the job counts as oversubscribed, where every small bcast goes below")
+				}
+				// The first sm call sets the segment up (with messages).
+				if err := mpi.Allreduce(w, []int64{1}, make([]int64, 1), mpi.Sum); err != nil {
+					return err
+				}
+				buf := make([]byte, c.bytes)
+				sent := func() uint64 {
+					s := r.Instance.PMLStats()
+					return s.LLPHits + s.Eager + s.Pipelined + s.Rendezvous + s.RGet
+				}
+				before := sent()
+				for i := 0; i < calls; i++ {
+					if c.form == "blocking" {
+						if err := mpi.Bcast(w, buf, 0); err != nil {
+							return err
+						}
+						continue
+					}
+					req, err := mpi.Ibcast(w, buf, 0)
+					if err != nil {
+						return err
+					}
+					if _, err := req.Wait(); err != nil {
+						return err
+					}
+				}
+				if w.Rank() != 0 {
+					return nil
+				}
+				if got := sent() - before; (got >= calls) != c.wantSent {
+					return fmt.Errorf("rank 0 sent %d messages for %d bcasts of %d bytes: want through point-to-point %v",
+						got, calls, c.bytes, c.wantSent)
+				}
+				return nil
+			}, opts...)
+		})
+	}
+}
