@@ -150,6 +150,8 @@ func newModule(node coll.Node, log *mca.Logger, maxBytes, split int) *module {
 		m.slots[coll.Bcast] = m.bcast
 		m.slots[coll.Reduce] = m.reduce
 		m.slots[coll.Allreduce] = m.allreduce
+		m.slots[coll.Allgather] = m.allgather
+		m.slots[coll.Alltoall] = m.alltoall
 	}
 	return m
 }

@@ -185,3 +185,54 @@ func (m *module) fold(a *coll.Args, par int, out []byte, at int) {
 		a.Reducer.Apply(m.data(r, par, total)[at:at+n], out)
 	}
 }
+
+// allgather: every rank writes its block, and every rank copies all the
+// blocks once all have written.
+func (m *module) allgather(c coll.Comm, a *coll.Args) error {
+	bs := len(a.Recv) / m.n
+	if passed, err := m.route(coll.Allgather, c, a, bs); passed {
+		return err
+	}
+	in := a.Send
+	if a.InPlace {
+		in = a.Recv[m.me*bs : (m.me+1)*bs]
+	}
+	k, par, err := m.contribute(in, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.waitAll(k); err != nil {
+		return err
+	}
+	for r := 0; r < m.n; r++ {
+		if r != m.me || !a.InPlace {
+			datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, bs))
+		}
+	}
+	return nil
+}
+
+// alltoall: every rank writes all its blocks, and every rank copies its
+// block of each rank's slot once all have written.
+func (m *module) alltoall(c coll.Comm, a *coll.Args) error {
+	total := len(a.Recv)
+	if passed, err := m.route(coll.Alltoall, c, a, total); passed {
+		return err
+	}
+	in := a.Send
+	if a.InPlace {
+		in = a.Recv
+	}
+	k, par, err := m.contribute(in, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.waitAll(k); err != nil {
+		return err
+	}
+	bs := total / m.n
+	for r := 0; r < m.n; r++ {
+		datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, total)[m.me*bs:(m.me+1)*bs])
+	}
+	return nil
+}

@@ -14,11 +14,15 @@
 // where a barrier of messages costs a send and a matched receive per round.
 // Messages of up to 24 bytes travel in the sequence number's own cache line.
 //
-// It fills barrier, bcast, reduce and allreduce, for messages up to
-// coll_sm_max_bytes (within coll_sm_segment_bytes); larger ones go to the
-// module below (tuned), as Open MPI's modules pass on what they do not do,
-// and so do, on two ranks, those over coll_sm_pair_bytes and, where ranks
-// outnumber cores, small bcasts and reduces (coll_sm_rooted_min_bytes). The
+// It fills barrier, bcast, reduce, allreduce, allgather and alltoall (one
+// publish and one wait a call, where messages take log-many rounds), for
+// messages up to coll_sm_max_bytes (a rank's block for allgather, all its
+// blocks together for alltoall; within coll_sm_segment_bytes); larger ones
+// go to the module below (tuned), as Open MPI's modules pass on what they
+// do not do, and so do, on two ranks, those over coll_sm_pair_bytes and
+// small blocking bcasts (coll_sm_pair_bcast_min_bytes), and, where ranks
+// outnumber cores, small bcasts and reduces (coll_sm_rooted_min_bytes).
+// Nonblocking allgather and alltoall run the module below's algorithm. The
 // segment is made at a communicator's first collective that uses it, not
 // when the communicator is made, so that communicators that never run one
 // cost nothing; its file is removed as soon as every rank has mapped it.
@@ -70,8 +74,9 @@ func (c *Component) Info() mca.Info {
 // would wait for each other for ever.
 func (c *Component) Register(r *mca.Registrar) {
 	c.maxBytes = r.Add(params.Def{Name: MaxBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 5, Default: "1m",
-		Help: "Largest message (bytes per rank) that bcast, reduce and allreduce carry through the communicator's " +
-			"shared segment; larger ones go to the module below. 0 leaves sm the barrier only. At most 1m; " +
+		Help: "Largest message (bytes per rank) that bcast, reduce, allreduce and allgather carry through the " +
+			"communicator's shared segment, and alltoall (all of a rank's blocks together); larger ones go to the " +
+			"module below. 0 leaves sm the barrier only. At most 1m; " +
 			"the segment holds two slots of this size per rank and two more, within " + SegmentBytesParam})
 	c.segment = r.Add(params.Def{Name: SegmentBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "16m",
 		Help: "Most bytes of a communicator's shared segment (made at its first collective through sm): on many ranks " +

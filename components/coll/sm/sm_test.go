@@ -80,14 +80,64 @@ func checkOne(c *mpi.Comm, what, count, root, iter int) error {
 				return fmt.Errorf("iteration %d: allreduce of a non-commutative op over %d: element %d is %d, want rank 0's %d", iter, count, i, v, val(0, i))
 			}
 		}
+	case 5, 6:
+		// Allgather of count elements a rank; in place on odd iterations.
+		recv := make([]int64, count*n)
+		send := make([]int64, count)
+		for i := range send {
+			send[i] = val(me, i)
+		}
+		var err error
+		if iter%2 == 1 {
+			copy(recv[me*count:], send)
+			err = mpi.Allgather(c, recv[me*count:(me+1)*count], recv)
+		} else {
+			err = mpi.Allgather(c, send, recv)
+		}
+		if err != nil {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			for i := 0; i < count; i++ {
+				if v := recv[r*count+i]; v != val(r, i) {
+					return fmt.Errorf("iteration %d: allgather of %d: rank %d's element %d is %d, want %d", iter, count, r, i, v, val(r, i))
+				}
+			}
+		}
+	case 7, 8:
+		// Alltoall of count elements to each rank; in place on odd
+		// iterations. Element i of the block for rank d is val(me, d*count+i).
+		send := make([]int64, count*n)
+		for j := range send {
+			send[j] = val(me, j)
+		}
+		recv := make([]int64, count*n)
+		var err error
+		if iter%2 == 1 {
+			copy(recv, send)
+			err = mpi.Alltoall(c, recv, recv)
+		} else {
+			err = mpi.Alltoall(c, send, recv)
+		}
+		if err != nil {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			for i := 0; i < count; i++ {
+				if v, want := recv[r*count+i], val(r, me*count+i); v != want {
+					return fmt.Errorf("iteration %d: alltoall of %d: element %d from rank %d is %d, want %d", iter, count, i, r, v, want)
+				}
+			}
+		}
 	}
 	return nil
 }
 
-// Random sequences of barrier, bcast, reduce and allreduce, with random
-// roots and sizes on both sides of coll_sm_max_bytes (64 bytes: 8
-// elements) and of coll_sm_split_bytes (32), on the world and on a split:
-// every result right. Roots that
+// Random sequences of barrier, bcast, reduce, allreduce, allgather and
+// alltoall (in place and not), with random roots and sizes on both sides
+// of coll_sm_max_bytes (64 bytes: 8 elements a rank, and an alltoall's
+// blocks together) and of coll_sm_split_bytes (32), on the world and on a
+// split: every result right. Roots that
 // leave at once (bcast's root, reduce's others) run ahead of the readers
 // of their slots, which is what the two slots per rank are for.
 func TestRandomSequences(t *testing.T) {
@@ -99,8 +149,12 @@ func TestRandomSequences(t *testing.T) {
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			mpitest.Run(t, n, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
-				if table := w.CollTable(); !strings.HasPrefix(table, "barrier=sm>tofu bcast=sm>tuned reduce=sm>tuned allreduce=sm>tuned ") {
-					return fmt.Errorf("slot table %q: want barrier, bcast, reduce and allreduce from sm, tuned below", table)
+				table := w.CollTable()
+				for _, slot := range []string{"barrier=sm>tofu", "bcast=sm>tuned", "reduce=sm>tuned", "allreduce=sm>tuned",
+					"allgather=sm>tuned", "alltoall=sm>tuned"} {
+					if !strings.Contains(table, slot+" ") {
+						return fmt.Errorf("slot table %q: want %s", table, slot)
+					}
 				}
 				half, err := w.Split(w.Rank()%2, 0)
 				if err != nil {
@@ -115,7 +169,7 @@ func TestRandomSequences(t *testing.T) {
 					}
 					// Draws do not depend on the communicator: both halves
 					// (of different sizes when n is odd) stay in step.
-					what, count, root := rng.IntN(5), rng.IntN(12), rng.IntN(1000)
+					what, count, root := rng.IntN(9), rng.IntN(12), rng.IntN(1000)
 					if err := checkOne(c, what, count, root%c.Size(), i); err != nil {
 						return fmt.Errorf("rank %d on %d ranks: %w", w.Rank(), c.Size(), err)
 					}

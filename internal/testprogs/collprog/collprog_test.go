@@ -33,8 +33,9 @@ func job(t *testing.T, args ...string) (stdout, stderr string, ok bool) {
 // and scatterv to basic.
 func table(barrier, rest string) string { return smTable(false, barrier, rest) }
 
-// smTable is table, with sm on top (sm) of barrier, bcast, reduce and
-// allreduce, passing what it does not carry to the module below.
+// smTable is table, with sm on top (sm) of barrier, bcast, reduce,
+// allreduce, allgather and alltoall, passing what it does not carry to the
+// module below.
 func smTable(sm bool, barrier, rest string) string {
 	var s []string
 	for _, op := range coll.Ops() {
@@ -45,7 +46,8 @@ func smTable(sm bool, barrier, rest string) string {
 		case rest == "tuned" && (op == coll.Gatherv || op == coll.Scatterv):
 			m = "basic"
 		}
-		if sm && (op == coll.Barrier || op == coll.Bcast || op == coll.Reduce || op == coll.Allreduce) {
+		if sm && (op == coll.Barrier || op == coll.Bcast || op == coll.Reduce || op == coll.Allreduce ||
+			op == coll.Allgather || op == coll.Alltoall) {
 			m = "sm>" + m
 		}
 		s = append(s, fmt.Sprintf("%s=%s", op, m))
@@ -57,7 +59,8 @@ var verboseTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORL
 
 // The suite passes between processes with each selection, and the slot
 // table coll_base_verbose=10 prints says which module fills each slot: sm
-// the small barrier, bcast, reduce and allreduce where every rank is on the
+// the small barrier, bcast, reduce, allreduce, allgather and alltoall where
+// every rank is on the
 // node and shared memory is allowed, over the tofu module's barrier (where
 // the LLP reaches every rank), and the highest module that fills it every
 // other slot.
