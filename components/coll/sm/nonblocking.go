@@ -6,10 +6,10 @@ import (
 	"github.com/gompi/gompi/release"
 )
 
-// sm's nonblocking barrier, bcast, reduce and allreduce: the blocking
-// algorithms' steps (begin, write the slot, publish, wait for the others'
-// numbers, combine or copy) as states that Progress advances without
-// waiting. Start writes this rank's part and publishes it, so that what the
+// sm's nonblocking barrier, bcast, reduce, allreduce, allgather and
+// alltoall: the blocking algorithms' steps (begin, write the slot,
+// publish, wait for the others' numbers, combine or copy) as states that
+// Progress advances without waiting. Start writes this rank's part and publishes it, so that what the
 // others need is there while the program computes; the rest is one look at
 // the sequence numbers per Progress. A coroutine could run the blocking
 // functions only one at a time (Serial), and would cost a goroutine switch
@@ -43,9 +43,7 @@ import (
 // the module below's algorithm if the ranks agreed that there is no
 // segment (nbPlan.below).
 func (m *module) NBFunc(op coll.Op) coll.NBFunc {
-	if m.slots[op] == nil || op == coll.Allgather || op == coll.Alltoall {
-		// Blocking only: coll nbc fills these (a coroutine of the
-		// algorithm below sm's).
+	if m.slots[op] == nil {
 		return nil
 	}
 	return func(c coll.Comm, a *coll.Args) (coll.Plan, error) {
@@ -71,6 +69,10 @@ func (m *module) takesNB(op coll.Op, a *coll.Args) bool {
 		bytes = len(a.Recv)
 	case coll.Reduce, coll.Allreduce:
 		bytes = len(a.Input())
+	case coll.Allgather:
+		_, bytes = m.allgatherInput(a)
+	case coll.Alltoall:
+		bytes = len(a.Recv)
 	}
 	return bytes <= m.maxBytes && (bytes >= m.rootedMin || op != coll.Bcast && op != coll.Reduce)
 }
@@ -227,7 +229,8 @@ func (p *nbPlan) advance() {
 		p.state = nbBegin
 	}
 	if p.state == nbBegin {
-		writes := p.op == coll.Reduce || p.op == coll.Allreduce || p.op == coll.Bcast && m.me == a.Root
+		writes := p.op == coll.Reduce || p.op == coll.Allreduce || p.op == coll.Allgather || p.op == coll.Alltoall ||
+			p.op == coll.Bcast && m.me == a.Root
 		if writes && m.prevStart > 0 && !m.allAt(m.prevStart) {
 			return
 		}
@@ -240,6 +243,9 @@ func (p *nbPlan) advance() {
 		switch {
 		case p.op == coll.Bcast && m.me == a.Root:
 			datatype.CopyCached(m.data(m.me, p.par, len(a.Recv)), a.Recv)
+		case p.op == coll.Allgather:
+			in, bs := m.allgatherInput(a)
+			datatype.CopyCached(m.data(m.me, p.par, bs), in)
 		case writes:
 			in := a.Input()
 			datatype.CopyCached(m.data(m.me, p.par, len(in)), in)
@@ -264,6 +270,17 @@ func (p *nbPlan) advance() {
 			return
 		}
 		m.seen = p.k
+		switch p.op {
+		case coll.Allgather:
+			_, bs := m.allgatherInput(a)
+			m.allgatherOut(a, p.par, bs)
+			p.finish()
+			return
+		case coll.Alltoall:
+			m.alltoallOut(a, p.par)
+			p.finish()
+			return
+		}
 		if p.split {
 			// allreduceSplit's second half: this rank's block of the
 			// shared result, then everyone's.

@@ -189,13 +189,9 @@ func (m *module) fold(a *coll.Args, par int, out []byte, at int) {
 // allgather: every rank writes its block, and every rank copies all the
 // blocks once all have written.
 func (m *module) allgather(c coll.Comm, a *coll.Args) error {
-	bs := len(a.Recv) / m.n
+	in, bs := m.allgatherInput(a)
 	if passed, err := m.route(coll.Allgather, c, a, bs); passed {
 		return err
-	}
-	in := a.Send
-	if a.InPlace {
-		in = a.Recv[m.me*bs : (m.me+1)*bs]
 	}
 	k, par, err := m.contribute(in, 1)
 	if err != nil {
@@ -204,35 +200,52 @@ func (m *module) allgather(c coll.Comm, a *coll.Args) error {
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
+	m.allgatherOut(a, par, bs)
+	return nil
+}
+
+// allgatherInput is this rank's block and its size.
+func (m *module) allgatherInput(a *coll.Args) ([]byte, int) {
+	if a.InPlace {
+		bs := len(a.Recv) / m.n
+		return a.Recv[m.me*bs : (m.me+1)*bs], bs
+	}
+	return a.Send, len(a.Send)
+}
+
+// allgatherOut copies every rank's block of the slots of parity par into
+// place (this rank's too, unless it is there already).
+func (m *module) allgatherOut(a *coll.Args, par, bs int) {
 	for r := 0; r < m.n; r++ {
 		if r != m.me || !a.InPlace {
 			datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, bs))
 		}
 	}
-	return nil
 }
 
 // alltoall: every rank writes all its blocks, and every rank copies its
 // block of each rank's slot once all have written.
 func (m *module) alltoall(c coll.Comm, a *coll.Args) error {
-	total := len(a.Recv)
-	if passed, err := m.route(coll.Alltoall, c, a, total); passed {
+	if passed, err := m.route(coll.Alltoall, c, a, len(a.Recv)); passed {
 		return err
 	}
-	in := a.Send
-	if a.InPlace {
-		in = a.Recv
-	}
-	k, par, err := m.contribute(in, 1)
+	k, par, err := m.contribute(a.Input(), 1)
 	if err != nil {
 		return err
 	}
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
+	m.alltoallOut(a, par)
+	return nil
+}
+
+// alltoallOut copies this rank's block of every rank's slot of parity par
+// into place; in place, the slot holds this rank's input.
+func (m *module) alltoallOut(a *coll.Args, par int) {
+	total := len(a.Recv)
 	bs := total / m.n
 	for r := 0; r < m.n; r++ {
 		datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, total)[m.me*bs:(m.me+1)*bs])
 	}
-	return nil
 }
