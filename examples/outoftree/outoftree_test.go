@@ -25,9 +25,9 @@ func TestMain(m *testing.M) {
 }
 
 // checkTable checks one rank's slot table: barrier from the given module,
-// gatherv and scatterv from basic (tuned leaves them empty), bcast, reduce
-// and allreduce from sm over tuned (small ones through the node's shared
-// segment), the rest from tuned.
+// gatherv and scatterv from basic (tuned leaves them empty), bcast, reduce,
+// allreduce, allgather and alltoall from sm over tuned (small ones through
+// the node's shared segment), the rest from tuned.
 func checkTable(t *testing.T, rank, table, barrier string) {
 	t.Helper()
 	for _, slot := range strings.Fields(table) {
@@ -38,7 +38,7 @@ func checkTable(t *testing.T, rank, table, barrier string) {
 			want = barrier
 		case "gatherv", "scatterv":
 			want = "basic"
-		case "bcast", "reduce", "allreduce":
+		case "bcast", "reduce", "allreduce", "allgather", "alltoall":
 			want = "sm>tuned"
 		}
 		if from != want {
@@ -52,8 +52,8 @@ var slotTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORLD s
 // The linked example, built in its own module with `go build`, runs under
 // mpirun on 4 ranks: the verbose slot table has the barrier from its
 // component and every other slot from gompi's (tuned, basic for the
-// gatherv and scatterv tuned leaves empty, sm over tuned for bcast, reduce
-// and allreduce); its Allreduce is right.
+// gatherv and scatterv tuned leaves empty, sm over tuned for bcast, reduce,
+// allreduce, allgather and alltoall); its Allreduce is right.
 func TestLinkedComponent(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "linked")
