@@ -224,7 +224,7 @@ func TestForcedAlgorithms(t *testing.T) {
 						}
 						return collcheck.Run(w, o)
 					}, mpitest.WithMCA(name, v.Name), mpitest.WithMCA("coll_tuned_bcast_segment_size", "1024"),
-						mpitest.WithMCA("coll", "^tofu,sm")) // tofu and sm would take the barrier, sm the small bcast, reduce, allreduce, allgather and alltoall
+						mpitest.WithMCA("coll", "^tofu,sm")) // tofu and sm would take the barrier, sm the small bcast, reduce, allreduce, allgather, alltoall, gather and scatter
 				}
 			})
 		}

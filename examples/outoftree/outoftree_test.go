@@ -26,8 +26,9 @@ func TestMain(m *testing.M) {
 
 // checkTable checks one rank's slot table: barrier from the given module,
 // gatherv and scatterv from basic (tuned leaves them empty), bcast, reduce,
-// allreduce, allgather and alltoall from sm over tuned (small ones through
-// the node's shared segment), the rest from tuned.
+// allreduce, allgather, alltoall, gather and scatter from sm over tuned
+// (those it carries through the node's shared segment), the rest from
+// tuned.
 func checkTable(t *testing.T, rank, table, barrier string) {
 	t.Helper()
 	for _, slot := range strings.Fields(table) {
@@ -38,7 +39,7 @@ func checkTable(t *testing.T, rank, table, barrier string) {
 			want = barrier
 		case "gatherv", "scatterv":
 			want = "basic"
-		case "bcast", "reduce", "allreduce", "allgather", "alltoall":
+		case "bcast", "reduce", "allreduce", "allgather", "alltoall", "gather", "scatter":
 			want = "sm>tuned"
 		}
 		if from != want {
@@ -53,7 +54,8 @@ var slotTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORLD s
 // mpirun on 4 ranks: the verbose slot table has the barrier from its
 // component and every other slot from gompi's (tuned, basic for the
 // gatherv and scatterv tuned leaves empty, sm over tuned for bcast, reduce,
-// allreduce, allgather and alltoall); its Allreduce is right.
+// allreduce, allgather, alltoall, gather and scatter); its Allreduce is
+// right.
 func TestLinkedComponent(t *testing.T) {
 	dir := t.TempDir()
 	exe := filepath.Join(dir, "linked")

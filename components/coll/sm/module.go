@@ -101,9 +101,12 @@ type module struct {
 	// bcastMin: a blocking bcast under it goes below: rootedMin, or on two
 	// ranks coll_sm_pair_bcast_min_bytes if larger.
 	bcastMin int
-	slot     int // maxBytes rounded up to whole lines
-	below    [coll.NumOps]coll.Func
-	slots    coll.Slots
+	// gatherMin: gathers and scatters of smaller blocks go below
+	// (coll_sm_gather_min_bytes); on two ranks sm fills neither.
+	gatherMin int
+	slot      int // maxBytes rounded up to whole lines
+	below     [coll.NumOps]coll.Func
+	slots     coll.Slots
 
 	// state is atomic: a nonblocking run sets the segment up on whichever
 	// goroutine progresses it, while the program may make a blocking call.
@@ -152,6 +155,12 @@ func newModule(node coll.Node, log *mca.Logger, maxBytes, split int) *module {
 		m.slots[coll.Allreduce] = m.allreduce
 		m.slots[coll.Allgather] = m.allgather
 		m.slots[coll.Alltoall] = m.alltoall
+		if m.n > 2 {
+			// On two ranks a gather or scatter is one block each way,
+			// which the transports' single copy serves as well.
+			m.slots[coll.Gather] = m.gather
+			m.slots[coll.Scatter] = m.scatter
+		}
 	}
 	return m
 }

@@ -43,7 +43,9 @@ import (
 // the module below's algorithm if the ranks agreed that there is no
 // segment (nbPlan.below).
 func (m *module) NBFunc(op coll.Op) coll.NBFunc {
-	if m.slots[op] == nil {
+	if m.slots[op] == nil || op == coll.Gather || op == coll.Scatter {
+		// Gather and scatter: blocking only; coll nbc fills them (a
+		// coroutine of the algorithm below sm's).
 		return nil
 	}
 	return func(c coll.Comm, a *coll.Args) (coll.Plan, error) {

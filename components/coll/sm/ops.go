@@ -29,6 +29,10 @@ func (m *module) rootedBelow(op coll.Op, bytes int) bool {
 		return bytes < m.bcastMin
 	case coll.Reduce:
 		return bytes < m.rootedMin
+	case coll.Gather:
+		return bytes < m.gatherMin
+	case coll.Scatter:
+		return bytes/m.n < m.gatherMin
 	}
 	return false
 }
@@ -40,6 +44,10 @@ func (m *module) why(op coll.Op, bytes int) string {
 			MaxBytesParam, SegmentBytesParam, PairBytesParam)
 	case op == coll.Reduce && bytes < m.rootedMin:
 		return fmt.Sprintf("%d bytes are under %s (%d) where ranks outnumber cores", bytes, RootedMinParam, m.rootedMin)
+	case op == coll.Gather:
+		return fmt.Sprintf("blocks of %d bytes are under %s (%d)", bytes, GatherMinParam, m.gatherMin)
+	case op == coll.Scatter:
+		return fmt.Sprintf("blocks of %d bytes are under %s (%d)", bytes/m.n, GatherMinParam, m.gatherMin)
 	case op == coll.Bcast && bytes < m.bcastMin:
 		return fmt.Sprintf("%d bytes are under %s (%d) where ranks outnumber cores, or %s (%d) on two ranks",
 			bytes, RootedMinParam, m.rootedMin, PairBcastMinParam, m.bcastMin)
@@ -248,4 +256,68 @@ func (m *module) alltoallOut(a *coll.Args, par int) {
 	for r := 0; r < m.n; r++ {
 		datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, total)[m.me*bs:(m.me+1)*bs])
 	}
+}
+
+// gather: as reduce, with the root copying the slots instead of combining
+// them; the others leave at once. Only for blocks of at least
+// coll_sm_gather_min_bytes (gatherMin): below, the module below's
+// messages let the others run ahead of the root.
+func (m *module) gather(c coll.Comm, a *coll.Args) error {
+	bs := len(a.Send)
+	if m.me == a.Root {
+		bs = len(a.Recv) / m.n
+	}
+	if passed, err := m.route(coll.Gather, c, a, bs); passed {
+		return err
+	}
+	in := a.Send
+	if a.InPlace {
+		in = a.Recv[m.me*bs : (m.me+1)*bs]
+	}
+	k, par, err := m.contribute(in, 1)
+	if err != nil || m.me != a.Root {
+		return err
+	}
+	if err := m.waitAll(k); err != nil {
+		return err
+	}
+	for r := 0; r < m.n; r++ {
+		if r != m.me || !a.InPlace {
+			datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, bs))
+		}
+	}
+	return nil
+}
+
+// scatter: as bcast, with the root writing every rank's block into its
+// slot and each rank copying its own; for blocks of at least gatherMin,
+// and all of them within coll_sm_max_bytes.
+func (m *module) scatter(c coll.Comm, a *coll.Args) error {
+	bs := len(a.Recv)
+	if m.me == a.Root && a.InPlace {
+		bs = len(a.Send) / m.n
+	}
+	total := bs * m.n
+	if passed, err := m.route(coll.Scatter, c, a, total); passed {
+		return err
+	}
+	if m.me == a.Root {
+		if _, _, err := m.contribute(a.Send[:total], 1); err != nil {
+			return err
+		}
+		if !a.InPlace {
+			datatype.CopyCached(a.Recv, a.Send[m.me*bs:(m.me+1)*bs])
+		}
+		return nil
+	}
+	k, par, err := m.begin(false, 1)
+	if err != nil {
+		return err
+	}
+	m.publish(k)
+	if err := m.waitFor(a.Root, k); err != nil {
+		return err
+	}
+	datatype.CopyCached(a.Recv, m.data(a.Root, par, total)[m.me*bs:(m.me+1)*bs])
+	return nil
 }

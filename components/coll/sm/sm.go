@@ -14,15 +14,18 @@
 // where a barrier of messages costs a send and a matched receive per round.
 // Messages of up to 24 bytes travel in the sequence number's own cache line.
 //
-// It fills barrier, bcast, reduce, allreduce, allgather and alltoall (one
-// publish and one wait a call, where messages take log-many rounds), for
-// messages up to coll_sm_max_bytes (a rank's block for allgather, all its
-// blocks together for alltoall; within coll_sm_segment_bytes); larger ones
-// go to the module below (tuned), as Open MPI's modules pass on what they
-// do not do, and so do, on two ranks, those over coll_sm_pair_bytes and
-// small blocking bcasts (coll_sm_pair_bcast_min_bytes), and, where ranks
-// outnumber cores, small bcasts and reduces (coll_sm_rooted_min_bytes).
-// Nonblocking allgather and alltoall run the module below's algorithm. The
+// It fills barrier, bcast, reduce, allreduce, allgather, alltoall, gather
+// and scatter (one publish and one wait a call, where messages take
+// log-many rounds), for messages up to coll_sm_max_bytes (a rank's block
+// for allgather and gather, all of a rank's blocks together for alltoall
+// and scatter; within coll_sm_segment_bytes); larger ones go to the module
+// below (tuned), as Open MPI's modules pass on what they do not do, and so
+// do, on two ranks, those over coll_sm_pair_bytes and small blocking
+// bcasts (coll_sm_pair_bcast_min_bytes); gathers and scatters of blocks
+// under coll_sm_gather_min_bytes (on two ranks sm fills neither); and,
+// where ranks outnumber cores, small bcasts and reduces
+// (coll_sm_rooted_min_bytes). Nonblocking gather and scatter run the module
+// below's algorithm. The
 // segment is made at a communicator's first collective that uses it, not
 // when the communicator is made, so that communicators that never run one
 // cost nothing; its file is removed as soon as every rank has mapped it.
@@ -54,6 +57,7 @@ const (
 	PairBytesParam    = "coll_sm_pair_bytes"
 	RootedMinParam    = "coll_sm_rooted_min_bytes"
 	PairBcastMinParam = "coll_sm_pair_bcast_min_bytes"
+	GatherMinParam    = "coll_sm_gather_min_bytes"
 )
 
 // maxSlot bounds coll_sm_max_bytes: the segment holds two slots per rank.
@@ -61,7 +65,7 @@ const maxSlot = 1 << 20
 
 // Component is the sm coll component.
 type Component struct {
-	maxBytes, split, segment, pair, rootedMin, pairBcastMin *params.Param
+	maxBytes, split, segment, pair, rootedMin, pairBcastMin, gatherMin *params.Param
 }
 
 // Info describes the component.
@@ -94,6 +98,13 @@ func (c *Component) Register(r *mca.Registrar) {
 			"core: sm's slot is then one message that keeps the root within a call of the reader, where the transport's " +
 			"ring lets it run ahead (2 ranks near, a loop of bcasts: 8 bytes 0.08 µs through tuned, 0.10 through sm; " +
 			"512 bytes 0.095 against 0.10; sm faster from 1 KiB); 0: never"})
+	c.gatherMin = r.Add(params.Def{Name: GatherMinParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "16k",
+		Help: "Gathers and scatters with blocks of at least this many bytes a rank (and all of a scatter's within " +
+			MaxBytesParam + ") go through the shared segment, smaller ones to the module below, whose messages let " +
+			"the ranks that send run ahead of the one that receives (4 ranks on 2 cores: a 16 KiB gather 5.7-6.7 µs " +
+			"through sm, 11-19 through tuned; 4 KiB 4.4-6.1 against 1.6-3.0). On two ranks sm fills neither: one " +
+			"block each way, which the transports' single copy serves as well (a 64 KiB gather was faster through sm " +
+			"near, slower far)"})
 	c.split = r.Add(params.Def{Name: SplitBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "16k",
 		Help: "Allreduces of at least this many bytes (and at most " + MaxBytesParam + ") share the combining out: each rank " +
 			"combines its block of every rank's input, then all copy the result; smaller ones have every rank combine " +
@@ -142,6 +153,7 @@ func (c *Component) Query(b *mca.Base, comm coll.Comm) (int, coll.Module, error)
 	if job.Oversubscribed {
 		m.rootedMin = int(b.Get(c.rootedMin).Uint())
 	}
+	m.gatherMin = int(b.Get(c.gatherMin).Uint())
 	m.bcastMin = m.rootedMin
 	if pairMin := int(b.Get(c.pairBcastMin).Uint()); n == 2 && pairMin > m.bcastMin {
 		m.bcastMin = pairMin

@@ -130,15 +130,70 @@ func checkOne(c *mpi.Comm, what, count, root, iter int) error {
 				}
 			}
 		}
+	case 9:
+		// Gather of count elements a rank to root; the root in place on
+		// odd iterations.
+		send := make([]int64, count)
+		for i := range send {
+			send[i] = val(me, i)
+		}
+		var recv []int64
+		if me == root {
+			recv = make([]int64, count*n)
+		}
+		var err error
+		if me == root && iter%2 == 1 {
+			copy(recv[me*count:], send)
+			err = mpi.Gather(c, recv[me*count:(me+1)*count], recv, root)
+		} else {
+			err = mpi.Gather(c, send, recv, root)
+		}
+		if err != nil || me != root {
+			return err
+		}
+		for r := 0; r < n; r++ {
+			for i := 0; i < count; i++ {
+				if v := recv[r*count+i]; v != val(r, i) {
+					return fmt.Errorf("iteration %d: gather of %d to %d: rank %d's element %d is %d, want %d", iter, count, root, r, i, v, val(r, i))
+				}
+			}
+		}
+	case 10:
+		// Scatter of count elements a rank from root; the root in place on
+		// odd iterations. Element i of rank d's block is val(root, d*count+i).
+		var send []int64
+		if me == root {
+			send = make([]int64, count*n)
+			for j := range send {
+				send[j] = val(root, j)
+			}
+		}
+		recv := make([]int64, count)
+		var err error
+		if me == root && iter%2 == 1 {
+			err = mpi.Scatter(c, send, send[me*count:(me+1)*count], root)
+			copy(recv, send[me*count:(me+1)*count])
+		} else {
+			err = mpi.Scatter(c, send, recv, root)
+		}
+		if err != nil {
+			return err
+		}
+		for i, v := range recv {
+			if want := val(root, me*count+i); v != want {
+				return fmt.Errorf("iteration %d: scatter of %d from %d: element %d is %d, want %d", iter, count, root, i, v, want)
+			}
+		}
 	}
 	return nil
 }
 
-// Random sequences of barrier, bcast, reduce, allreduce, allgather and
-// alltoall (in place and not), with random roots and sizes on both sides
-// of coll_sm_max_bytes (64 bytes: 8 elements a rank, and an alltoall's
-// blocks together) and of coll_sm_split_bytes (32), on the world and on a
-// split: every result right. Roots that
+// Random sequences of barrier, bcast, reduce, allreduce, allgather,
+// alltoall, gather and scatter (in place and not), with random roots and
+// sizes on both sides of coll_sm_max_bytes (64 bytes: 8 elements a rank,
+// and an alltoall's or a scatter's blocks together), of
+// coll_sm_split_bytes (32) and of coll_sm_gather_min_bytes (16), on the
+// world and on a split: every result right. Roots that
 // leave at once (bcast's root, reduce's others) run ahead of the readers
 // of their slots, which is what the two slots per rank are for.
 func TestRandomSequences(t *testing.T) {
@@ -151,9 +206,13 @@ func TestRandomSequences(t *testing.T) {
 			mpitest.Run(t, n, func(r *mpitest.Rank) error {
 				w := r.CommWorld()
 				table := w.CollTable()
-				for _, slot := range []string{"barrier=sm>tofu", "bcast=sm>tuned", "reduce=sm>tuned", "allreduce=sm>tuned",
-					"allgather=sm>tuned", "alltoall=sm>tuned"} {
-					if !strings.Contains(table, slot+" ") {
+				slots := []string{"barrier=sm>tofu", "bcast=sm>tuned", "reduce=sm>tuned", "allreduce=sm>tuned",
+					"allgather=sm>tuned", "alltoall=sm>tuned", "gather=sm>tuned", "scatter=sm>tuned"}
+				if n == 2 {
+					slots = append(slots[:6], "gather=tuned", "scatter=tuned")
+				}
+				for _, slot := range slots {
+					if !strings.Contains(" "+table+" ", " "+slot+" ") {
 						return fmt.Errorf("slot table %q: want %s", table, slot)
 					}
 				}
@@ -170,13 +229,14 @@ func TestRandomSequences(t *testing.T) {
 					}
 					// Draws do not depend on the communicator: both halves
 					// (of different sizes when n is odd) stay in step.
-					what, count, root := rng.IntN(9), rng.IntN(12), rng.IntN(1000)
+					what, count, root := rng.IntN(11), rng.IntN(12), rng.IntN(1000)
 					if err := checkOne(c, what, count, root%c.Size(), i); err != nil {
 						return fmt.Errorf("rank %d on %d ranks: %w", w.Rank(), c.Size(), err)
 					}
 				}
 				return nil
-			}, mpitest.WithMCA("coll_sm_max_bytes", "64"), mpitest.WithMCA("coll_sm_split_bytes", "32"))
+			}, mpitest.WithMCA("coll_sm_max_bytes", "64"), mpitest.WithMCA("coll_sm_split_bytes", "32"),
+				mpitest.WithMCA("coll_sm_gather_min_bytes", "16"))
 		})
 	}
 }

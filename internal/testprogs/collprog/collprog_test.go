@@ -34,8 +34,8 @@ func job(t *testing.T, args ...string) (stdout, stderr string, ok bool) {
 func table(barrier, rest string) string { return smTable(false, barrier, rest) }
 
 // smTable is table, with sm on top (sm) of barrier, bcast, reduce,
-// allreduce, allgather and alltoall, passing what it does not carry to the
-// module below.
+// allreduce, allgather, alltoall, gather and scatter, passing what it does
+// not carry to the module below.
 func smTable(sm bool, barrier, rest string) string {
 	var s []string
 	for _, op := range coll.Ops() {
@@ -47,7 +47,7 @@ func smTable(sm bool, barrier, rest string) string {
 			m = "basic"
 		}
 		if sm && (op == coll.Barrier || op == coll.Bcast || op == coll.Reduce || op == coll.Allreduce ||
-			op == coll.Allgather || op == coll.Alltoall) {
+			op == coll.Allgather || op == coll.Alltoall || op == coll.Gather || op == coll.Scatter) {
 			m = "sm>" + m
 		}
 		s = append(s, fmt.Sprintf("%s=%s", op, m))
@@ -59,8 +59,8 @@ var verboseTable = regexp.MustCompile(`slot table: rank=(\d+) comm=MPI_COMM_WORL
 
 // The suite passes between processes with each selection, and the slot
 // table coll_base_verbose=10 prints says which module fills each slot: sm
-// the small barrier, bcast, reduce, allreduce, allgather and alltoall where
-// every rank is on the
+// the barrier, bcast, reduce, allreduce, allgather, alltoall, gather and
+// scatter it carries where every rank is on the
 // node and shared memory is allowed, over the tofu module's barrier (where
 // the LLP reaches every rank), and the highest module that fills it every
 // other slot.
