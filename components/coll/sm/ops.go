@@ -158,16 +158,25 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 		_, _, err := m.contribute(a.Recv, 1)
 		return err
 	}
-	k, par, err := m.begin(false, 1)
+	par, err := m.awaitRoot(a.Root)
 	if err != nil {
-		return err
-	}
-	m.publish(k)
-	if err := m.waitFor(a.Root, k); err != nil {
 		return err
 	}
 	datatype.CopyCached(a.Recv, m.data(a.Root, par, len(a.Recv)))
 	return nil
+}
+
+// awaitRoot is a reader's side of a call whose root alone writes (bcast,
+// scatter): it takes the call's number, publishes it (done reading the
+// call before), waits for the root's, and returns the parity of the slot
+// to read.
+func (m *module) awaitRoot(root int) (int, error) {
+	k, par, err := m.begin(false, 1)
+	if err != nil {
+		return 0, err
+	}
+	m.publish(k)
+	return par, m.waitFor(root, k)
 }
 
 // contribute starts an operation of phases sequence numbers with in
@@ -310,12 +319,8 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 		}
 		return nil
 	}
-	k, par, err := m.begin(false, 1)
+	par, err := m.awaitRoot(a.Root)
 	if err != nil {
-		return err
-	}
-	m.publish(k)
-	if err := m.waitFor(a.Root, k); err != nil {
 		return err
 	}
 	datatype.CopyCached(a.Recv, m.data(a.Root, par, total)[m.me*bs:(m.me+1)*bs])
