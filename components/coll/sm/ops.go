@@ -29,6 +29,10 @@ func (m *module) rootedBelow(op coll.Op, bytes int) bool {
 		return bytes < m.bcastMin
 	case coll.Reduce:
 		return bytes < m.rootedMin
+	case coll.Allgather, coll.Alltoall:
+		// On two ranks one block each way, which the transport carries as
+		// well: 32 KiB through sm was faster near and slower far.
+		return m.n == 2
 	case coll.Gather:
 		return bytes < m.gatherMin
 	case coll.Scatter:
@@ -44,6 +48,8 @@ func (m *module) why(op coll.Op, bytes int) string {
 			MaxBytesParam, SegmentBytesParam, PairBytesParam)
 	case op == coll.Reduce && bytes < m.rootedMin:
 		return fmt.Sprintf("%d bytes are under %s (%d) where ranks outnumber cores", bytes, RootedMinParam, m.rootedMin)
+	case op == coll.Allgather || op == coll.Alltoall:
+		return "blocking allgathers and alltoalls on two ranks go below"
 	case op == coll.Gather:
 		return fmt.Sprintf("blocks of %d bytes are under %s (%d)", bytes, GatherMinParam, m.gatherMin)
 	case op == coll.Scatter:

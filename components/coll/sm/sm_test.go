@@ -400,7 +400,8 @@ func TestMaxBytesOutOfRange(t *testing.T) {
 // point messages, whose ring lets the root run ahead of the reader), one
 // at or above it through sm's slot (no message); a nonblocking one stays
 // sm's (its own path, not a coroutine), and with the parameter 0 sm takes
-// the small blocking one too. Counted as the messages rank 0 sends.
+// the small blocking one too. Blocking allgathers and alltoalls go below,
+// their nonblocking forms stay sm's. Counted as the messages rank 0 sends.
 func TestPairBcastRouting(t *testing.T) {
 	const calls = 20
 	for _, c := range []struct {
@@ -414,6 +415,12 @@ func TestPairBcastRouting(t *testing.T) {
 		{"at the default", "", 1024, "blocking", false},
 		{"nonblocking", "", 8, "nonblocking", false},
 		{"parameter 0", "0", 8, "blocking", false},
+		// Blocking allgathers and alltoalls on two ranks go below too; their
+		// nonblocking forms stay sm's.
+		{"allgather", "", 1024, "allgather", true},
+		{"alltoall", "", 1024, "alltoall", true},
+		{"iallgather", "", 1024, "iallgather", false},
+		{"ialltoall", "", 1024, "ialltoall", false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// A core each, as mpirun says where it can (on a machine of
@@ -439,18 +446,28 @@ func TestPairBcastRouting(t *testing.T) {
 					return s.LLPHits + s.Eager + s.Pipelined + s.Rendezvous + s.RGet
 				}
 				before := sent()
+				all := make([]byte, 2*c.bytes)
 				for i := 0; i < calls; i++ {
-					if c.form == "blocking" {
-						if err := mpi.Bcast(w, buf, 0); err != nil {
-							return err
-						}
-						continue
+					var err error
+					var req *mpi.Request
+					switch c.form {
+					case "blocking":
+						err = mpi.Bcast(w, buf, 0)
+					case "nonblocking":
+						req, err = mpi.Ibcast(w, buf, 0)
+					case "allgather":
+						err = mpi.Allgather(w, buf, all)
+					case "alltoall":
+						err = mpi.Alltoall(w, all, make([]byte, len(all)))
+					case "iallgather":
+						req, err = mpi.Iallgather(w, buf, all)
+					case "ialltoall":
+						req, err = mpi.Ialltoall(w, all, make([]byte, len(all)))
 					}
-					req, err := mpi.Ibcast(w, buf, 0)
+					if err == nil && req != nil {
+						_, err = req.Wait()
+					}
 					if err != nil {
-						return err
-					}
-					if _, err := req.Wait(); err != nil {
 						return err
 					}
 				}
@@ -458,8 +475,8 @@ func TestPairBcastRouting(t *testing.T) {
 					return nil
 				}
 				if got := sent() - before; (got >= calls) != c.wantSent {
-					return fmt.Errorf("rank 0 sent %d messages for %d bcasts of %d bytes: want through point-to-point %v",
-						got, calls, c.bytes, c.wantSent)
+					return fmt.Errorf("rank 0 sent %d messages for %d calls (%s) of %d bytes: want through point-to-point %v",
+						got, calls, c.form, c.bytes, c.wantSent)
 				}
 				return nil
 			}, opts...)
