@@ -9,17 +9,18 @@ import (
 // sm's nonblocking barrier, bcast, reduce, allreduce, allgather and
 // alltoall: the blocking algorithms' steps (begin, write the slot,
 // publish, wait for the others' numbers, combine or copy) as states that
-// Progress advances without waiting. Start writes this rank's part and publishes it, so that what the
-// others need is there while the program computes; the rest is one look at
-// the sequence numbers per Progress. A coroutine could run the blocking
-// functions only one at a time (Serial), and would cost a goroutine switch
-// per wait, more than the whole of a small operation here.
+// Progress advances without waiting. Start writes this rank's part and
+// publishes it, so that what the others need is there while the program
+// computes; the rest is one look at the sequence numbers per Progress. A
+// coroutine could run the blocking functions only one at a time (Serial),
+// and would cost a goroutine switch per wait, more than the whole of a
+// small operation here.
 //
 // sm's operations follow one sequence through the segment, in call order
-// (the same on every rank, as MPI asks): a nonblocking one begins only once
-// the one started before it on this communicator is done here, and a
-// blocking one waits for every nonblocking one in flight first, so that the
-// sequence numbers and slot parities are taken in call order, as the
+// (the same on every rank, as MPI asks): a nonblocking one begins only
+// once the one started before it on this communicator is done here, and a
+// blocking one waits for every nonblocking one in flight first, so that
+// the sequence numbers and slot parities are taken in call order, as the
 // blocking operations alone take them.
 
 // NBFunc fills the nonblocking slots of the operations sm carries; a call
@@ -275,7 +276,7 @@ func (p *nbPlan) advance() {
 		switch p.op {
 		case coll.Allgather:
 			_, bs := m.allgatherInput(a)
-			m.allgatherOut(a, p.par, bs)
+			m.gatherOut(a, p.par, bs)
 			p.finish()
 			return
 		case coll.Alltoall:

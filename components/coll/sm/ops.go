@@ -11,7 +11,7 @@ import (
 // size, or no segment), and then says so; otherwise it sets the segment
 // up if need be and leaves the call to sm.
 func (m *module) route(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (passed bool, err error) {
-	if bytes <= m.maxBytes && !m.rootedBelow(op, bytes) {
+	if bytes <= m.maxBytes && !m.goesBelow(op, bytes) {
 		ready, err := m.ready(c)
 		if err != nil || ready {
 			return err != nil, err
@@ -20,10 +20,11 @@ func (m *module) route(op coll.Op, c coll.Comm, a *coll.Args, bytes int) (passed
 	return true, m.passOn(op, c, a, bytes)
 }
 
-// rootedBelow reports whether a blocking bcast or reduce of bytes goes to
-// the module below for its size (coll_sm_rooted_min_bytes,
-// coll_sm_pair_bcast_min_bytes).
-func (m *module) rootedBelow(op coll.Op, bytes int) bool {
+// goesBelow reports whether a blocking call of op that sm carries (bytes
+// within coll_sm_max_bytes) goes to the module below all the same: small
+// rooted calls (coll_sm_rooted_min_bytes, coll_sm_pair_bcast_min_bytes,
+// coll_sm_gather_min_bytes) and, on two ranks, allgather and alltoall.
+func (m *module) goesBelow(op coll.Op, bytes int) bool {
 	switch op {
 	case coll.Bcast:
 		return bytes < m.bcastMin
@@ -223,7 +224,7 @@ func (m *module) allgather(c coll.Comm, a *coll.Args) error {
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
-	m.allgatherOut(a, par, bs)
+	m.gatherOut(a, par, bs)
 	return nil
 }
 
@@ -236,9 +237,10 @@ func (m *module) allgatherInput(a *coll.Args) ([]byte, int) {
 	return a.Send, len(a.Send)
 }
 
-// allgatherOut copies every rank's block of the slots of parity par into
-// place (this rank's too, unless it is there already).
-func (m *module) allgatherOut(a *coll.Args, par, bs int) {
+// gatherOut copies every rank's block of the slots of parity par into
+// place (this rank's too, unless it is there already): allgather's end,
+// and gather's root's.
+func (m *module) gatherOut(a *coll.Args, par, bs int) {
 	for r := 0; r < m.n; r++ {
 		if r != m.me || !a.InPlace {
 			datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, bs))
@@ -296,11 +298,7 @@ func (m *module) gather(c coll.Comm, a *coll.Args) error {
 	if err := m.waitAll(k); err != nil {
 		return err
 	}
-	for r := 0; r < m.n; r++ {
-		if r != m.me || !a.InPlace {
-			datatype.CopyCached(a.Recv[r*bs:(r+1)*bs], m.data(r, par, bs))
-		}
-	}
+	m.gatherOut(a, par, bs)
 	return nil
 }
 

@@ -18,18 +18,18 @@
 // and scatter (one publish and one wait a call, where messages take
 // log-many rounds), for messages up to coll_sm_max_bytes (a rank's block
 // for allgather and gather, all of a rank's blocks together for alltoall
-// and scatter; within coll_sm_segment_bytes); larger ones go to the module
-// below (tuned), as Open MPI's modules pass on what they do not do, and so
-// do, on two ranks, those over coll_sm_pair_bytes, small blocking bcasts
-// (coll_sm_pair_bcast_min_bytes) and blocking allgathers and alltoalls
-// (their nonblocking forms stay sm's); gathers and scatters of blocks
-// under coll_sm_gather_min_bytes (on two ranks sm fills neither); and,
-// where ranks outnumber cores, small bcasts and reduces
-// (coll_sm_rooted_min_bytes). Nonblocking gather and scatter run the module
-// below's algorithm. The
-// segment is made at a communicator's first collective that uses it, not
-// when the communicator is made, so that communicators that never run one
-// cost nothing; its file is removed as soon as every rank has mapped it.
+// and scatter; within coll_sm_segment_bytes); larger ones go to the
+// module below (tuned), as Open MPI's modules pass on what they do not
+// do, and so do, on two ranks, those over coll_sm_pair_bytes, small
+// blocking bcasts (coll_sm_pair_bcast_min_bytes) and blocking allgathers
+// and alltoalls (their nonblocking forms stay sm's); gathers and scatters
+// of blocks under coll_sm_gather_min_bytes (on two ranks sm fills
+// neither); and, where ranks outnumber cores, small bcasts and reduces
+// (coll_sm_rooted_min_bytes). Nonblocking gather and scatter run the
+// module below's algorithm. The segment is made at a communicator's first
+// collective that uses it, not when the communicator is made, so that
+// communicators that never run one cost nothing; its file is removed as
+// soon as every rank has mapped it.
 package sm
 
 import (
