@@ -256,7 +256,8 @@ func TestNonblockingPhasesCrossOnce(t *testing.T) {
 // coll_han_gather_max_bytes go below han, at every rank alike (a root in
 // place too), and stay right. Two nodes of two ranks, root 0: through han
 // one tcp message crosses a call (node 1's leader's), below it two (each
-// rank of node 1 its own).
+// rank of node 1 its own; tuned's scatter is kept linear across nodes
+// for that, coll_tuned_scatter_across_nodes_bytes 0).
 func TestGatherScatterBound(t *testing.T) {
 	const calls = 20
 	for _, c := range []struct {
@@ -311,7 +312,8 @@ func TestGatherScatterBound(t *testing.T) {
 					return fmt.Errorf("%.2f tcp messages a call over all ranks; want %v", sent[0], c.want)
 				}
 				return nil
-			}, opts([]int{0, 0, 1, 1}, mpitest.WithMCA(han.GatherMaxParam, c.bound))...)
+			}, opts([]int{0, 0, 1, 1}, mpitest.WithMCA(han.GatherMaxParam, c.bound),
+				mpitest.WithMCA("coll_tuned_scatter_across_nodes_bytes", "0"))...)
 		})
 	}
 }

@@ -202,6 +202,25 @@ func TestRules(t *testing.T) {
 			t.Errorf("allreduce on 2 ranks of 2 nodes, %d bytes: %s, want %s", c.bytes, got, c.want)
 		}
 	}
+	// Scatter across nodes: a binomial tree below the threshold on any
+	// number of ranks, linear from it as on one node.
+	across.linearRanks, across.linearBytes, across.scatterAcross = m.linearRanks, m.linearBytes, 16<<10
+	for _, c := range []struct {
+		n, block int
+		inPlace  bool
+		want     string
+	}{{4, 8, false, "binomial"}, {4, 4096, false, "binomial"}, {4, 4096, true, "binomial"}, {4, 16 << 10, false, "linear"}, {16, 4096, false, "binomial"}} {
+		a := &coll.Args{Send: make([]byte, c.n*c.block), Recv: make([]byte, c.block)}
+		if c.inPlace {
+			a = &coll.Args{Send: make([]byte, c.n*c.block), InPlace: true}
+		}
+		if got := across.choose(coll.Scatter, colltest.NewWorld(c.n, false).Comm(0), a).name; got != c.want {
+			t.Errorf("scatter on %d ranks of several nodes, %d-byte blocks (in place %v): %s, want %s", c.n, c.block, c.inPlace, got, c.want)
+		}
+	}
+	if got := m.choose(coll.Scatter, colltest.NewWorld(4, false).Comm(0), &coll.Args{Send: make([]byte, 32), Recv: make([]byte, 8)}).name; got != "linear" {
+		t.Errorf("scatter on 4 ranks of one node, 8-byte blocks: %s, want linear", got)
+	}
 	m.forced[coll.Allreduce] = 3 // ring
 	w := colltest.NewWorld(4, false)
 	if got := m.choose(coll.Allreduce, w.Comm(0), &coll.Args{Recv: make([]byte, 8), Reducer: sum}).name; got != "ring" {
