@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,16 @@ import (
 // AsyncProgressParam says whether an instance runs a progress goroutine
 // for its nonblocking collectives.
 const AsyncProgressParam = "mpi_async_progress"
+
+// AsyncRecheckParam is how often the progress goroutine looks for progress
+// without being rung.
+const AsyncRecheckParam = "mpi_async_progress_recheck_us"
+
+// lingerRechecks is how many recheck periods the progress goroutine keeps
+// looking after the last run it saw in flight or started: a program that
+// starts one collective after another arms the bell while the goroutine
+// waits, and only a look it was already going to make covers that arming.
+const lingerRechecks = 100
 
 // Values of mpi_async_progress.
 const (
@@ -40,6 +51,14 @@ func init() {
 			"itself: its node's cores, bounded by its CPU affinity, over the ranks of the node; with one core each, " +
 			"the goroutine takes the core from the computation only when the kernel preempts it, hundreds of " +
 			"microseconds after a message arrives here, and every wake costs the computation more than it gains)",
+	}, params.Def{
+		Name: AsyncRecheckParam, Type: params.Int, Default: "1000", Level: 9, Scope: params.ScopeLocal,
+		Range: &params.Range{Min: 0, Max: 1000000},
+		Help: "Microseconds after which the progress goroutine looks again without being rung, while nonblocking " +
+			"collectives are in flight and for 100 such periods after the last one started or was seen in flight: a peer " +
+			"publishes with a plain store and then checks whether this rank waits, and rarely (the store still in the " +
+			"peer's store buffer while this rank arms and takes its last look) both miss each other and no ring comes; " +
+			"this bounds what such a miss costs the overlap. 0: only rings wake the goroutine",
 	})
 }
 
@@ -53,11 +72,16 @@ type nbcState struct {
 	// n is len(active), read without mu; stored under it with a release
 	// store (a locked exchange costs a fence per run, twice).
 	n atomic.Uint64
+	// starts counts the runs started, stored under mu likewise: the
+	// progress goroutine tells from it that the program is still starting
+	// collectives (backgroundLoop).
+	starts atomic.Uint64
 
-	async bool          // mpi_async_progress decided yes
-	stop  chan struct{} // closed by Finalize
-	start sync.Once
-	wg    sync.WaitGroup
+	async   bool          // mpi_async_progress decided yes
+	recheck time.Duration // mpi_async_progress_recheck_us
+	stop    chan struct{} // closed by Finalize
+	start   sync.Once
+	wg      sync.WaitGroup
 }
 
 // runLock is a lock whose Unlock is a plain store (release.Store): the
@@ -184,6 +208,7 @@ func (i *Instance) setupNBC() {
 	case asyncAuto:
 		s.async = coresPerRank(i.rt.Job().LocalSize) >= 2 && runtime.GOMAXPROCS(0) >= 2
 	}
+	s.recheck = time.Duration(i.base.Lookup(AsyncRecheckParam).Int()) * time.Microsecond
 	eng := i.pml.Engine()
 	eng.SetExtraProgress(i.progressNBC)
 	if s.async {
@@ -303,6 +328,7 @@ func (i *Instance) startLocked(r *nbcRun) error {
 	}
 	s.active = append(s.active, r)
 	release.Store(&s.n, uint64(len(s.active)))
+	release.Store(&s.starts, s.starts.Load()+1)
 	return nil
 }
 
@@ -332,23 +358,62 @@ func (i *Instance) AsyncProgress() bool { return i.nbc.async }
 func (i *Instance) startProgressGoroutine() {
 	s := &i.nbc
 	eng := i.pml.Engine()
-	bell := i.rt.Bell()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		for {
-			select {
-			case <-s.stop:
-				return
-			case <-bell.Background():
-			}
-			for bell.BackgroundArmed() && eng.Progress() > 0 {
-			}
-			if s.n.Load() == 0 {
-				bell.DisarmBackground()
-			}
-		}
+		backgroundLoop(s.stop, i.rt.Bell(), eng.Progress, func() bool { return s.n.Load() > 0 }, s.starts.Load, s.recheck)
 	}()
+}
+
+// backgroundBell is what the progress goroutine uses of rte.Bell.
+type backgroundBell interface {
+	Background() <-chan struct{}
+	BackgroundArmed() bool
+	DisarmBackground()
+}
+
+// backgroundLoop is the progress goroutine: woken by a ring while the bell
+// is armed for it, it progresses until nothing moves (while the program
+// stays outside the instance's calls) and disarms once nothing is in
+// flight. A ring can be lost: rte.Bell's note on lost wake-ups — a peer's
+// plain store, still in its store buffer, and its load of the armed word
+// pass this rank's arming and last look — and the program, computing, would
+// not look again before its next call. So while runs are in flight, and for
+// lingerRechecks periods after the last one it saw in flight or started,
+// it also looks every recheck (0: never), which bounds what a lost ring
+// costs; once the program has stopped starting collectives it waits for
+// rings alone, and costs nothing.
+func backgroundLoop(stop <-chan struct{}, bell backgroundBell, progress func() int, inFlight func() bool,
+	starts func() uint64, recheck time.Duration) {
+	var t *time.Timer
+	if recheck > 0 {
+		t = time.NewTimer(recheck)
+		defer t.Stop()
+	}
+	lastBusy := time.Now() // started for a run just started
+	lastStarts := starts()
+	for {
+		var tick <-chan time.Time
+		if t != nil && time.Since(lastBusy) < lingerRechecks*recheck {
+			t.Reset(recheck)
+			tick = t.C
+		}
+		select {
+		case <-stop:
+			return
+		case <-bell.Background():
+		case <-tick:
+		}
+		for bell.BackgroundArmed() && progress() > 0 {
+		}
+		busy := inFlight()
+		if !busy {
+			bell.DisarmBackground()
+		}
+		if k := starts(); busy || k != lastStarts {
+			lastBusy, lastStarts = time.Now(), k
+		}
+	}
 }
 
 // coresPerRank is how many cores each of the node's localSize ranks has,
