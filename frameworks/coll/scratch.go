@@ -2,7 +2,8 @@ package coll
 
 import (
 	"slices"
-	"sync"
+
+	"github.com/gompi/gompi/release"
 )
 
 // Scratch lends algorithms temporary buffers that live with a communicator
@@ -19,7 +20,10 @@ import (
 type Scratch struct {
 	Keep int
 
-	mu   sync.Mutex
+	// mu: a release.Mutex, whose Unlock is a plain store: a reduction
+	// takes and gives back a buffer every call, and sync.Mutex's unlock is
+	// a locked instruction that waits for the reduction's stores.
+	mu   release.Mutex
 	free [][]byte
 	kept int // bytes held in free
 }
