@@ -19,7 +19,7 @@ func FuzzParseArgs(f *testing.F) {
 		"allreduce\x00--sizes\x008,1k,64k\x00--scale\x000.5\x00--comm\x00incl", "idle\x00--in\x00barrier\x00--loops\x001500000000",
 		"commcreate\x00--goroutines\x004\x00--probe=false", "bibw\x00--probe\x00-sizes=1k:2k", "--help", "bw\x00--sizes\x004m:1",
 		"latency\x00--sizes\x005m", "reduce\x00--scale\x00NaN", "gather\x00--nonblocking\x00--root\x003",
-		"latency\x00--nonblocking", "allreduce\x00--root=1",
+		"latency\x00--nonblocking", "allreduce\x00--root=1", "bcast\x00--settle\x0050ms", "nbc\x00--settle=0",
 	} {
 		f.Add(a)
 	}
@@ -39,7 +39,7 @@ func FuzzParseArgs(f *testing.F) {
 		if len(o.sizes) == 0 || o.window < 1 || o.window > 1024 || !(o.scale > 0 && o.scale <= 1e6) || o.loops < 1 || o.loops > 1e12 ||
 			o.iterations < 0 || o.iterations > 1e9 || o.warmup < -1 || o.warmup > 1e9 || o.goroutines < 0 || o.goroutines > 1024 ||
 			o.comm != "world" && o.comm != "incl" || !slices.Contains(idleWaits, o.in) || o.root < 0 || o.root > 1<<20 ||
-			o.nonblock && !o.kind.isColl() {
+			o.nonblock && !o.kind.isColl() || o.settle < 0 || o.settle > maxSettle {
 			t.Fatalf("parseArgs(%q) = %+v", args, *o)
 		}
 		for i, n := range o.sizes {
@@ -66,7 +66,7 @@ func FuzzParseArgs(f *testing.F) {
 		if o.goroutines > 0 {
 			again = append(again, "--goroutines", strconv.Itoa(o.goroutines))
 		}
-		again = append(again, "--nonblocking="+strconv.FormatBool(o.nonblock), "--root", strconv.Itoa(o.root))
+		again = append(again, "--nonblocking="+strconv.FormatBool(o.nonblock), "--root", strconv.Itoa(o.root), "--settle", o.settle.String())
 		o2, _, err := parseArgs(again)
 		if err != nil || !reflect.DeepEqual(o, o2) {
 			t.Fatalf("parseArgs(%q) = %+v, written back as %q: %+v, %v", args, *o, again, o2, err)

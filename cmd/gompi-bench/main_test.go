@@ -292,6 +292,27 @@ func TestThreeRanks(t *testing.T) {
 	}
 }
 
+// --settle keeps the ranks in Allreduces for its duration before the first
+// measurement, and 0 skips it: a job of a few calls lasts at least that
+// long with it (a bound on behaviour, not a speed).
+func TestSettle(t *testing.T) {
+	const d = 1500 * time.Millisecond
+	start := time.Now()
+	out := mpirun(t, "-np", "2", bin.bench, "bcast", "--sizes", "8", "--iterations", "10", "--settle", d.String())
+	took := time.Since(start)
+	if rows, _ := parseTable(t, out); len(rows) != 1 {
+		t.Fatalf("want one row:\n%s", out)
+	}
+	if took < d {
+		t.Errorf("--settle %v: the job took %v", d, took)
+	}
+	start = time.Now()
+	mpirun(t, "-np", "2", bin.bench, "bcast", "--sizes", "8", "--iterations", "10", "--settle", "0")
+	if took := time.Since(start); took >= d {
+		t.Errorf("--settle 0: the job took %v, as long as a settled one", took)
+	}
+}
+
 // Bad command lines fail with exit status 2 and a message that names what
 // is accepted; a job of one rank fails too.
 func TestBadArguments(t *testing.T) {
@@ -319,6 +340,9 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"gather", "--nonblocking=maybe"}, `--nonblocking="maybe": accepted: true or false`},
 		{[]string{"latency", "--phases"}, "--phases: accepted with bw, bibw and pingpong, not latency"},
 		{[]string{"bw", "--phases=often"}, `--phases="often": accepted: true or false`},
+		{[]string{"bcast", "--settle", "-5ms"}, `--settle "-5ms": accepted: a duration from 0 to 10s`},
+		{[]string{"bcast", "--settle", "100"}, `--settle "100": accepted: a duration from 0 to 10s`},
+		{[]string{"bcast", "--settle", "1h"}, `--settle "1h": accepted: a duration from 0 to 10s`},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
