@@ -9,9 +9,7 @@
 # btl tcp sent per call summed over ranks, counted by the ranks
 # (Instance.TransportStats, gompi-bench's "# tcp" lines).
 #
-# Until components/coll/han exists, "han" and "flat" are the same
-# selection: each table prints the coll table of MPI_COMM_WORLD of both
-# runs and says so.
+# Each table prints the coll table of MPI_COMM_WORLD of both gompi runs.
 #
 # The exact command lines (NS = test/netns, absolute; W = $WORK; NET =
 # $NETNS_NET; hosts a and b, 2 slots each; every run with NETNS_PREFIX and
@@ -20,6 +18,7 @@
 #   gompi han:  W/bin/mpirun --mca plm_rsh_agent NS/agent.sh --host a:2,b:2 -np 4 --bind-to none
 #                 --mca mpi_yield_when_idle yes -x GOMAXPROCS=1 -x GOMPI_OVERSUBSCRIBED=1
 #                 W/bin/gompi-bench OP --sizes SIZES --scale SCALE
+#                 (which runs Allreduces for 100 ms first: gompi-bench --settle)
 #   gompi flat: the same with --mca coll ^han before the program
 #   ompi tuned: mpirun.openmpi --allow-run-as-root --oversubscribe --mca plm_rsh_agent NS/agent.sh
 #                 --host a:2,b:2 -np 4 --bind-to none
@@ -37,12 +36,13 @@
 # (the hosts share the filesystem). Both MPIs yield when idle: the 4
 # processes share 2 cores.
 #
-# With the defaults a REP takes about a minute (REPS=1 SIZES=8,64k,1m: 45 s
-# with the builds, on 2 cores). The hosts are removed at the end, whatever
+# With the defaults a REP takes about 20 s, and the script about 1.5 minutes
+# with the builds, on 2 cores. The hosts are removed at the end, whatever
 # happens (trap).
 #
 # Environment:
-#   REPS     runs of every configuration, interleaved (default 3); cells are medians
+#   REPS     runs of every configuration, interleaved (default 5); cells are medians
+#            (a cell's ratio moves by up to 0.3 between runs of three)
 #   OPS      operations (default "barrier bcast reduce allreduce allgather gather scatter")
 #   SIZES    bytes per rank, gompi-bench's syntax (default 8,1k,64k,1m; allreduce.c
 #            always runs its own four, and only those in SIZES are shown)
@@ -66,7 +66,7 @@ NS="$REPO/test/netns"
 ANCHORS="${ANCHORS:-$REPO/../shared/mpi-anchors}"
 [ -d "$ANCHORS" ] || ANCHORS=/work/shared/mpi-anchors
 WORK="${WORK:-$HERE/.hier}"
-REPS="${REPS:-3}"
+REPS="${REPS:-5}"
 OPS="${OPS:-barrier bcast reduce allreduce allgather gather scatter}"
 SIZES="${SIZES:-8,1k,64k,1m}"
 SCALE="${SCALE:-0.1}"
