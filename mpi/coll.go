@@ -210,7 +210,7 @@ func (c *Comm) collective(op coll.Op, name string, a *coll.Args) error {
 		cc = interColl{collComm{c}}
 	}
 	err := c.coll.Call(op, cc, a)
-	a.Reuse(coll.Args{}) // drop the user's buffers before reuse
+	a.Clear() // drop the user's buffers before reuse
 	c.argPool.Put(a)
 	if err != nil {
 		return fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)

@@ -292,7 +292,7 @@ func (r *nbcRun) release() {
 	}
 	r.freed = true
 	r.plan.Free()
-	r.a.Reuse(coll.Args{})
+	r.a.Clear()
 	r.c.argPool.Put(r.a)
 }
 
@@ -453,7 +453,7 @@ func (i *Instance) finalizeNBC() {
 // with arguments from the pool.
 func (c *Comm) nonblocking(op coll.Op, name string, a *coll.Args) (*Request, error) {
 	r, err := c.nonblockingCall(op, name, a)
-	a.Reuse(coll.Args{})
+	a.Clear()
 	c.argPool.Put(a)
 	return r, err
 }
@@ -609,7 +609,7 @@ func (c *Comm) plan(op coll.Op, name string, a *coll.Args, persistent bool) (*nb
 	c.nbPlans.Add(1)
 	p, err := c.coll.Plan(op, cc, a)
 	if err != nil {
-		a.Reuse(coll.Args{})
+		a.Clear()
 		c.argPool.Put(a)
 		return nil, fmt.Errorf("mpi: %s on %s: %w", name, c.name, err)
 	}

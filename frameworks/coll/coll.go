@@ -240,6 +240,15 @@ func (a *Args) Reuse(v Args) {
 	a.reqs, a.ints = reqs, ints
 }
 
+// Clear empties a, its room kept, as Reuse(Args{}) does, without the zero
+// value that call builds and copies over a (336 bytes read and written, a
+// tenth of a small collective's own cost on two ranks).
+func (a *Args) Clear() {
+	reqs, ints := a.reqs, a.ints
+	*a = Args{}
+	a.reqs, a.ints = reqs, ints
+}
+
 // Func is one slot's function: it runs the operation on this rank and
 // returns when the rank's part is done (its Recv holds its result). An
 // error ends this rank's part; other ranks may then wait for it, as in MPI.

@@ -67,7 +67,7 @@ func (m *module) enter() *frame {
 // leave ends the call that entered with f: the phases' arguments drop the
 // caller's buffers, and the module's frame is free again.
 func (m *module) leave(f *frame) {
-	f.sub.Reuse(coll.Args{})
+	f.sub.Clear()
 	if f == &m.fr {
 		m.busy.Store(false)
 	}
