@@ -296,7 +296,7 @@ func TestThreeRanks(t *testing.T) {
 // measurement, and 0 skips it: a job of a few calls lasts at least that
 // long with it (a bound on behaviour, not a speed).
 func TestSettle(t *testing.T) {
-	const d = 1500 * time.Millisecond
+	const d = 2 * time.Second
 	start := time.Now()
 	out := mpirun(t, "-np", "2", bin.bench, "bcast", "--sizes", "8", "--iterations", "10", "--settle", d.String())
 	took := time.Since(start)
