@@ -28,7 +28,10 @@ const (
 // Requests need no freeing, but, as MPI_Wait, the Wait (or Waitall) that
 // returns a completed request frees it: gompi may hand the same object out
 // again for a later Isend or Irecv, so do not use a request after waiting
-// for it (Test does not free). A nil *Request is an inactive request.
+// for it. Test does not free, so that a Wait after it still works; a program
+// that completes requests with Test alone gives each back with Free once Test
+// reports it complete, as MPI_Test frees. A nil *Request is an inactive
+// request.
 type Request = pml.Request
 
 // Status describes a completed receive or a probed message: source, tag and

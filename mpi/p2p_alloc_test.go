@@ -126,6 +126,33 @@ func TestIsendIrecvAllocs(t *testing.T) {
 	}
 }
 
+// Isend and Irecv completed with Test alone and then freed allocate
+// nothing once running: Free gives the requests back as Wait does.
+func TestIsendIrecvTestedAllocs(t *testing.T) {
+	pingPongAllocs(t, func(c *mpi.Comm, buf []byte, peer int) error {
+		rr, err := c.Irecv(buf, peer, 5)
+		if err != nil {
+			return err
+		}
+		if c.Rank() == 1 {
+			if err := testFree(rr, nil); err != nil {
+				return err
+			}
+		}
+		sr, err := c.Isend(buf, peer, 5)
+		if err != nil {
+			return err
+		}
+		if err := testFree(sr, nil); err != nil {
+			return err
+		}
+		if c.Rank() == 0 {
+			return testFree(rr, nil)
+		}
+		return nil
+	}, "btl", "self,shm")
+}
+
 // A synchronous send of a small message and its receive allocate nothing
 // once running: the sender's request goes back when the receiver's ACK ends
 // it, the receiver's ACK is written in its request, and the message, which

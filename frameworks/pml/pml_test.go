@@ -121,6 +121,58 @@ func TestStatusOfAPendingRequest(t *testing.T) {
 	}
 }
 
+// countingRecycler counts the requests given back to it.
+type countingRecycler struct{ n int }
+
+func (c *countingRecycler) Recycle() { c.n++ }
+
+// Free gives a completed request back once, as a Wait would, and refuses a
+// nil request, a pending one and a second Free, each with ErrRequest; a
+// Wait after Free fails rather than return a stale status.
+func TestFreeOfACompletedRequest(t *testing.T) {
+	var nilReq *Request
+	if err := nilReq.Free(); !errors.Is(err, mpierr.ErrRequest) {
+		t.Errorf("Free of a nil request: %v, want ErrRequest", err)
+	}
+	r := new(Request)
+	r.Init(idleEngine(nil), nil)
+	if err := r.Free(); !errors.Is(err, mpierr.ErrRequest) {
+		t.Errorf("Free of a pending request: %v, want ErrRequest", err)
+	}
+	rc := new(countingRecycler)
+	r.SetRecycler(rc)
+	r.Complete(Status{Source: 1})
+	if _, done, err := r.Test(); !done || err != nil {
+		t.Fatalf("Test of a completed request: %v %v", done, err)
+	}
+	if err := r.Free(); err != nil {
+		t.Fatalf("Free of a completed request: %v", err)
+	}
+	if rc.n != 1 {
+		t.Errorf("Free gave the request back %d times, want once", rc.n)
+	}
+	if err := r.Free(); !errors.Is(err, mpierr.ErrRequest) {
+		t.Errorf("a second Free: %v, want ErrRequest", err)
+	}
+	if _, err := r.Wait(); !errors.Is(err, mpierr.ErrRequest) {
+		t.Errorf("Wait after Free: %v, want ErrRequest", err)
+	}
+	if rc.n != 1 {
+		t.Errorf("given back %d times in all, want once", rc.n)
+	}
+
+	// A request no free list takes back is freed all the same.
+	own := new(Request)
+	own.Init(idleEngine(nil), nil)
+	own.Complete(Status{})
+	if err := own.Free(); err != nil {
+		t.Fatalf("Free of a completed request without a recycler: %v", err)
+	}
+	if _, err := own.Wait(); !errors.Is(err, mpierr.ErrRequest) {
+		t.Errorf("Wait after Free: %v, want ErrRequest", err)
+	}
+}
+
 func TestBsendBuffer(t *testing.T) {
 	var b BsendBuffer
 	if _, _, err := b.Copy([]byte("x")); !errors.Is(err, mpierr.ErrBuffer) {

@@ -53,7 +53,9 @@ func (s *Status) set(from *Status) {
 // again for a later operation (its free lists keep Isend and Irecv from
 // allocating). Do not use a request after a Wait on it has returned, as
 // MPI's handle is MPI_REQUEST_NULL then; Test, Status and Done do not free
-// it. A nil *Request is an inactive request (MPI_REQUEST_NULL): it is always
+// it, so that a Wait after a Test still works. A program that completes
+// requests with Test alone frees each with Free once Test reports it
+// complete (MPI_Test's own freeing), or leaves it to the collector. A nil *Request is an inactive request (MPI_REQUEST_NULL): it is always
 // complete, with an empty status.
 type Request struct {
 	done   atomic.Uint64 // 1 when complete
@@ -65,8 +67,8 @@ type Request struct {
 	// requests that are not on a free list, or that the PML still refers
 	// to.
 	owner Recycler
-	// freed is set by the Wait that gave the request back, so that a
-	// second Wait on it (a misuse: MPI_Wait frees) fails instead of
+	// freed is set by the Wait or Free that gave the request back, so
+	// that a second Wait on it (a misuse: MPI_Wait frees) fails instead of
 	// returning a stale status; a later reuse clears it.
 	freed bool
 	// persistent is what stands behind a persistent request (Start), nil
@@ -134,18 +136,38 @@ func (r *Request) Start() error {
 	return r.persistent.Start(r)
 }
 
-// Free releases a persistent request (MPI_Request_free): it must be
-// inactive, and it cannot be started again.
+// Free releases the request (MPI_Request_free). A persistent request must
+// be inactive, and it cannot be started again. Any other request must be
+// complete: Free then gives it back as the Wait that returned it would, so
+// that a program that polls with Test and never Waits has its operations'
+// requests (and a nonblocking collective's run) reused instead of left to
+// the collector. Unlike MPI, a pending request cannot be freed: a receive
+// freed before it completes would land in memory the program no longer
+// watches, and a send's completion could not be known.
 func (r *Request) Free() error {
 	switch {
-	case r == nil || r.persistent == nil:
-		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that is not persistent: a Wait frees the others")
+	case r == nil:
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a nil request (MPI_REQUEST_NULL): there is nothing to free")
+	case r.persistent != nil:
+		if r.done.Load() == 0 {
+			return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a persistent request whose last run is not complete: Wait for it first")
+		}
+		p := r.persistent
+		r.persistent = nil
+		return p.Free()
+	case r.freed:
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that a Wait or Free already freed: free a request once")
 	case r.done.Load() == 0:
-		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a persistent request whose last run is not complete: Wait for it first")
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that is still pending: Wait for it, or Test until it is complete and then Free it")
 	}
-	p := r.persistent
-	r.persistent = nil
-	return p.Free()
+	if r.owner == nil {
+		r.freed = true
+		return nil
+	}
+	// release marks it freed before giving it back: once given back it
+	// may be another operation's at once.
+	r.release()
+	return nil
 }
 
 // Recycler is implemented by a PML's requests that go back to a free list:
@@ -351,7 +373,7 @@ func (r *Request) WaitInto(ctx context.Context, st *Status) error {
 		return nil
 	}
 	if r.freed {
-		err := mpierr.Errorf(mpierr.ErrRequest, "pml: Wait on a request that an earlier Wait freed (as MPI_Wait does): wait on a request once")
+		err := mpierr.Errorf(mpierr.ErrRequest, "pml: Wait on a request that an earlier Wait or Free freed (as MPI_Wait does): wait on a request once")
 		if st != nil {
 			*st = Status{Source: AnySource, Tag: AnyTag, Err: err}
 		}
