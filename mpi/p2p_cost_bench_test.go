@@ -23,6 +23,12 @@ func softwareCost(b *testing.B, body func(b *testing.B, c0, c1 *mpi.Comm) error,
 	comms := make(chan *mpi.Comm, 1)
 	done := make(chan struct{})
 	mpitest.Run(b, 2, func(r *mpitest.Rank) error {
+		// Both ranks at once first: coll sm sets its segment up in the
+		// communicator's first collective it serves, a rendezvous that one
+		// goroutine driving both sides would never complete.
+		if err := mpi.Allreduce(r.CommWorld(), []float64{1}, make([]float64, 1), mpi.Sum); err != nil {
+			return err
+		}
 		if r.Rank() == 1 {
 			comms <- r.CommWorld()
 			<-done
