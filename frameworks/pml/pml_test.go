@@ -173,6 +173,29 @@ func TestFreeOfACompletedRequest(t *testing.T) {
 	}
 }
 
+// countingPersistent counts its Frees.
+type countingPersistent struct{ freed int }
+
+func (p *countingPersistent) Start(*Request) error { return nil }
+func (p *countingPersistent) Free() error          { p.freed++; return nil }
+
+// A persistent request is freed once: a second Free fails with ErrRequest
+// instead of passing for a completed request's.
+func TestFreeOfAPersistentRequest(t *testing.T) {
+	r := new(Request)
+	p := new(countingPersistent)
+	r.SetPersistent(idleEngine(nil), p)
+	if err := r.Free(); err != nil || p.freed != 1 {
+		t.Fatalf("Free of an inactive persistent request: %v, freed %d times", err, p.freed)
+	}
+	if err := r.Free(); !errors.Is(err, mpierr.ErrRequest) || p.freed != 1 {
+		t.Errorf("a second Free: %v (freed %d times), want ErrRequest", err, p.freed)
+	}
+	if r.Active() {
+		t.Error("a freed persistent request is still active")
+	}
+}
+
 func TestBsendBuffer(t *testing.T) {
 	var b BsendBuffer
 	if _, _, err := b.Copy([]byte("x")); !errors.Is(err, mpierr.ErrBuffer) {

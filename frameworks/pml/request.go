@@ -55,7 +55,8 @@ func (s *Status) set(from *Status) {
 // MPI's handle is MPI_REQUEST_NULL then; Test, Status and Done do not free
 // it, so that a Wait after a Test still works. A program that completes
 // requests with Test alone frees each with Free once Test reports it
-// complete (MPI_Test's own freeing), or leaves it to the collector. A nil *Request is an inactive request (MPI_REQUEST_NULL): it is always
+// complete (MPI_Test's own freeing), or leaves it to the collector. A nil
+// *Request is an inactive request (MPI_REQUEST_NULL): it is always
 // complete, with an empty status.
 type Request struct {
 	done   atomic.Uint64 // 1 when complete
@@ -148,15 +149,15 @@ func (r *Request) Free() error {
 	switch {
 	case r == nil:
 		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a nil request (MPI_REQUEST_NULL): there is nothing to free")
+	case r.freed:
+		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that a Wait or Free already freed: free a request once")
 	case r.persistent != nil:
 		if r.done.Load() == 0 {
 			return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a persistent request whose last run is not complete: Wait for it first")
 		}
 		p := r.persistent
-		r.persistent = nil
+		r.persistent, r.freed = nil, true
 		return p.Free()
-	case r.freed:
-		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that a Wait or Free already freed: free a request once")
 	case r.done.Load() == 0:
 		return mpierr.Errorf(mpierr.ErrRequest, "pml: Free of a request that is still pending: Wait for it, or Test until it is complete and then Free it")
 	}
