@@ -237,7 +237,7 @@ func (p *nbPlan) advance() {
 		if writes && m.prevStart > 0 && !m.allAt(m.prevStart) {
 			return
 		}
-		p.split = p.op == coll.Allreduce && len(a.Input()) >= m.split
+		p.split = p.op == coll.Allreduce && m.splits(len(a.Input()))
 		phases := uint64(1)
 		if p.split {
 			phases = 2

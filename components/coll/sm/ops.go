@@ -82,7 +82,7 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	if passed, err := m.route(coll.Allreduce, c, a, len(in)); passed {
 		return err
 	}
-	if len(in) >= m.split {
+	if m.splits(len(in)) {
 		return m.allreduceSplit(a, in)
 	}
 	k, par, err := m.contribute(in, 1)
@@ -95,6 +95,16 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	m.fold(a, par, a.Recv[:len(in)], 0)
 	return nil
 }
+
+// splits reports whether an allreduce of bytes shares the combining out
+// (allreduceSplit): from coll_sm_split_bytes, on three ranks or more. On
+// two the split moves more memory than it saves (each rank combines half
+// the vector, reading one block from each rank and writing half, then
+// copies the whole result: 3.5 times the vector against 3 for combining it
+// all) and waits twice: 2 ranks near, 16 / 32 / 64 KiB allreduces
+// 1.24–1.25 / 2.40–2.63 / 4.64–5.37 µs split, 1.15–1.18 / 2.32–2.35 /
+// 4.34–4.48 not (two ranks carry at most coll_sm_pair_bytes, 64 KiB).
+func (m *module) splits(bytes int) bool { return m.n > 2 && bytes >= m.split }
 
 // allreduceSplit shares the combining out: rank r combines block r of
 // every rank's input into the shared result slot, and when all have,

@@ -107,9 +107,10 @@ func (c *Component) Register(r *mca.Registrar) {
 			"block each way, which the transports' single copy serves as well (a 64 KiB gather was faster through sm " +
 			"near, slower far)"})
 	c.split = r.Add(params.Def{Name: SplitBytesParam, Type: params.Size, Scope: params.ScopeAllEq, Level: 6, Default: "16k",
-		Help: "Allreduces of at least this many bytes (and at most " + MaxBytesParam + ") share the combining out: each rank " +
-			"combines its block of every rank's input, then all copy the result; smaller ones have every rank combine " +
-			"everything, which waits once instead of twice"})
+		Help: "Allreduces of at least this many bytes (and at most " + MaxBytesParam + ") on three ranks or more share the " +
+			"combining out: each rank combines its block of every rank's input, then all copy the result; smaller ones, " +
+			"and all on two ranks (where the split moves more memory than it saves), have every rank combine everything, " +
+			"which waits once instead of twice"})
 }
 
 // Query accepts intracommunicators of two ranks or more that all run on
