@@ -308,28 +308,39 @@ func (i *Instance) startRun(r *nbcRun) error {
 	}
 	s := &i.nbc
 	s.mu.Lock()
-	err := i.startLocked(r)
+	inFlight, err := i.startLocked(r)
 	s.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	i.started()
+	if inFlight {
+		i.started()
+	}
 	return nil
 }
 
 // startLocked is startRun's part under nbc.mu: the run's tags, its Start,
-// its place among the runs in flight.
-func (i *Instance) startLocked(r *nbcRun) error {
+// its place among the runs in flight, unless Start completed it
+// (coll.Finisher): then it completes here, and the Wait that follows
+// finds it done without a progress pass.
+func (i *Instance) startLocked(r *nbcRun) (inFlight bool, err error) {
 	s := &i.nbc
 	tag := coll.NBTag(r.c.nbSeq)
 	r.c.nbSeq++
 	if err := r.plan.Start(tag); err != nil {
-		return fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
+		return false, fmt.Errorf("mpi: %s on %s: %w", r.name, r.c.name, err)
+	}
+	if f, ok := r.plan.(coll.Finisher); ok {
+		if done, ferr := f.Finished(); done {
+			// Nobody waits for a request its Start has not returned.
+			i.finishRun(r, ferr, true)
+			return false, nil
+		}
 	}
 	s.active = append(s.active, r)
 	release.Store(&s.n, uint64(len(s.active)))
 	release.Store(&s.starts, s.starts.Load()+1)
-	return nil
+	return true, nil
 }
 
 // started wakes the progress goroutine, if any, for a run just started.
@@ -491,14 +502,17 @@ func (c *Comm) startRepeat(op coll.Op, name string, k *rawCall) (req *Request, e
 	}
 	release.Store(&r.idle, 0)
 	r.req.Init(i.pml.Engine(), nil)
-	if err := i.startLocked(r); err != nil {
+	inFlight, err := i.startLocked(r)
+	if err != nil {
 		c.nbReuse[op].Store(nil)
 		r.release()
 		s.mu.Unlock()
 		return nil, err, true
 	}
 	s.mu.Unlock()
-	i.started()
+	if inFlight {
+		i.started()
+	}
 	return &r.req, nil, true
 }
 
@@ -529,7 +543,8 @@ func (c *Comm) nonblockingRaw(op coll.Op, name string, v *coll.Args, k *rawCall)
 		r.call = rawCall{}
 	}
 	r.req.Init(i.pml.Engine(), nil)
-	if err := i.startLocked(r); err != nil {
+	inFlight, err := i.startLocked(r)
+	if err != nil {
 		if c.nbReuse[op].Load() == r {
 			c.nbReuse[op].Store(nil)
 		}
@@ -538,7 +553,9 @@ func (c *Comm) nonblockingRaw(op coll.Op, name string, v *coll.Args, k *rawCall)
 		return nil, err
 	}
 	s.mu.Unlock()
-	i.started()
+	if inFlight {
+		i.started()
+	}
 	return &r.req, nil
 }
 

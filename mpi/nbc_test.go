@@ -51,8 +51,11 @@ func TestNonblockingCollectives129(t *testing.T) {
 // With the progress goroutine on, a nonblocking collective completes while
 // every rank computes without calling MPI: its request is done (Done does
 // not progress) before anyone calls Wait. With it off, nothing advances the
-// collective until a rank calls in, so the same loop never sees it done:
-// the test's other half, and the reason the goroutine exists.
+// collective until a rank calls in, so the same loop never sees it done on
+// rank 0: the test's other half, and the reason the goroutine exists. Rank
+// 0 starts first and rank 1 only once rank 0's Start has returned, so that
+// rank 0's Start cannot have found rank 1's part already there (rank 1's
+// Start may, and then completes the run itself).
 func TestNonblockingProgressesAlone(t *testing.T) {
 	const n = 2
 	for _, c := range []struct {
@@ -68,14 +71,20 @@ func TestNonblockingProgressesAlone(t *testing.T) {
 						send[i] = float64(w.Rank() + i)
 					}
 					recv := make([]float64, size)
-					// Both ranks start together, so that neither computes
-					// while the other has not started yet.
-					if err := w.Barrier(); err != nil {
-						return err
+					var token [1]byte
+					if w.Rank() == 1 {
+						if _, err := w.Recv(token[:], 0, 9); err != nil {
+							return err
+						}
 					}
 					req, err := mpi.Iallreduce(w, send, recv, mpi.Sum)
 					if err != nil {
 						return err
+					}
+					if w.Rank() == 0 {
+						if err := w.Send(token[:], 1, 9); err != nil {
+							return err
+						}
 					}
 					// Compute without MPI; a generous bound when the
 					// collective should complete, a short one when it
@@ -85,7 +94,7 @@ func TestNonblockingProgressesAlone(t *testing.T) {
 						bound = 300 * time.Millisecond
 					}
 					doneBeforeWait := computeUntil(req, bound)
-					if doneBeforeWait != c.complete {
+					if doneBeforeWait != c.complete && (w.Rank() == 0 || c.complete) {
 						return fmt.Errorf("%d float64: done before Wait after computing up to %v: %v, want %v",
 							size, bound, doneBeforeWait, c.complete)
 					}
@@ -319,4 +328,60 @@ func TestFreeWithCollectivePending(t *testing.T) {
 		}
 		return dup.Free()
 	})
+}
+
+// A run that its Start takes to the end (sm's, on the rank that starts
+// last and finds every other part there) is complete when the call
+// returns: its Wait has nothing left to progress. Nonblocking and
+// persistent; rank 1 starts once rank 0's Start has returned.
+func TestStartCompletesTheLastRank(t *testing.T) {
+	mpitest.Run(t, 2, func(r *mpitest.Rank) error {
+		w := r.CommWorld()
+		in, out := []float64{float64(w.Rank() + 1)}, []float64{0}
+		// sm's segment, set up by the first call it serves.
+		if err := mpi.Allreduce(w, in, out, mpi.Sum); err != nil {
+			return err
+		}
+		pers, err := mpi.AllreduceInit(w, in, out, mpi.Sum)
+		if err != nil {
+			return err
+		}
+		starts := []struct {
+			name  string
+			start func() (*mpi.Request, error)
+		}{
+			{"Iallreduce", func() (*mpi.Request, error) { return mpi.Iallreduce(w, in, out, mpi.Sum) }},
+			{"persistent Start", func() (*mpi.Request, error) { return pers, pers.Start() }},
+		}
+		for round := 0; round < 3; round++ {
+			for _, s := range starts {
+				var token [1]byte
+				if w.Rank() == 1 {
+					if _, err := w.Recv(token[:], 0, 9); err != nil {
+						return err
+					}
+				}
+				req, err := s.start()
+				if err != nil {
+					return err
+				}
+				doneAtStart := req.Done()
+				if w.Rank() == 0 {
+					if err := w.Send(token[:], 1, 9); err != nil {
+						return err
+					}
+				}
+				if _, err := req.Wait(); err != nil {
+					return err
+				}
+				if out[0] != 3 {
+					return fmt.Errorf("%s: sum %v, want 3", s.name, out[0])
+				}
+				if w.Rank() == 1 && !doneAtStart {
+					return fmt.Errorf("round %d, %s: rank 1 found rank 0's part there, yet its request was pending when Start returned", round, s.name)
+				}
+			}
+		}
+		return pers.Free()
+	}, mpitest.WithMCA("mpi_async_progress", "no"))
 }

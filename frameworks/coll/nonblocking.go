@@ -45,6 +45,15 @@ type Plan interface {
 	Free()
 }
 
+// Finisher is an optional interface of a Plan whose Start can complete the
+// run (the last rank to arrive finds every other rank's part there):
+// Finished reports, without advancing the run, whether it is complete and
+// with what error, so that its request completes in Start rather than in
+// the next progress pass.
+type Finisher interface {
+	Finished() (done bool, err error)
+}
+
 // NBFunc is a nonblocking slot's function: it plans op for c and a and
 // returns the plan, moving no data yet. Package mpi has checked a's
 // buffers, as for a blocking call, and keeps them alive and a unchanged for

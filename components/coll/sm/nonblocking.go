@@ -160,6 +160,13 @@ func (p *nbPlan) Start(tag int) error {
 	return nil
 }
 
+// Finished (coll.Finisher): a run of sm's own steps that Start took to
+// the end. A run through a setup or the module below reports through
+// Progress.
+func (p *nbPlan) Finished() (bool, error) {
+	return p.inner == nil && p.state == nbDone, p.err
+}
+
 func (p *nbPlan) Progress() (bool, error) {
 	if p.inner != nil {
 		done, err := p.inner.Progress()
