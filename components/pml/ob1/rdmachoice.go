@@ -32,6 +32,12 @@ type rdmaChoice struct {
 	mu    sync.Mutex
 	peers []*peerCosts  // by world rank, made at a peer's first RGET
 	last  time.Duration // the latest reading of the clock (wayNow)
+	// busy counts the peers with transfers by fragments in flight, and
+	// gets is the time this process has spent in Gets, summed: a Get
+	// made while fragments are in flight is this process's time, not the
+	// fragments' (note).
+	busy int
+	gets time.Duration
 }
 
 // peerCosts are one peer's estimates, per size class, and its transfers
@@ -45,6 +51,7 @@ type peerCosts struct {
 	inFlight       int
 	busyFrom, last time.Duration
 	busyBytes      int
+	getsFrom       time.Duration // rdmaChoice.gets when the first of them was asked
 	// lastDone is when the last stamped message from this peer was
 	// received (wall clock, ns), and lastCtx, lastSeq its communicator and
 	// sequence number (endToEnd).
@@ -207,7 +214,9 @@ func (c *rdmaChoice) wayLocked(world, n int, pipelined bool, now time.Duration, 
 	timed = true
 	if w == byGet && !trial && !burst && cc.ways[w].n >= 2*costSamples {
 		cc.settled++
-		timed = cc.settled%getSampleEvery == 0
+		// Every Get is timed while fragments are in flight: its time
+		// comes off theirs (note).
+		timed = cc.settled%getSampleEvery == 0 || c.busy > 0
 	}
 	if stale && (timed || w == byFragments) {
 		now = c.now()
@@ -217,9 +226,11 @@ func (c *rdmaChoice) wayLocked(world, n int, pipelined bool, now time.Duration, 
 	if w == byFragments && !pipelined {
 		if p.inFlight > 0 && now-p.last > lostFlight {
 			p.inFlight = 0
+			c.busy--
 		}
 		if p.inFlight == 0 {
-			p.busyFrom, p.busyBytes = now, 0
+			p.busyFrom, p.busyBytes, p.getsFrom = now, 0, c.gets
+			c.busy++
 		}
 		p.inFlight++
 		p.busyBytes += n
@@ -343,7 +354,11 @@ func (c *rdmaChoice) floor(cc *classChoice, n int, pipelined bool) time.Duration
 // whole (timed one by one, all but one looked nearly free, and fragments
 // won where they were twice as slow as Get). So they are timed together:
 // from the first one's start to the last one's end, over all their bytes,
-// one sample when none is left in flight.
+// one sample when none is left in flight. The time this process spent
+// in Gets meanwhile (of the other messages of a window, which the trial
+// interleaves with its fragments) is not theirs and comes off: counted
+// in, it made fragments look five times slower than they were in a
+// window of 1 MiB messages near, where they move twice as fast as Get.
 func (c *rdmaChoice) note(world, n, way int, from, now time.Duration) {
 	if !c.measured || n <= 0 {
 		return
@@ -353,6 +368,7 @@ func (c *rdmaChoice) note(world, n, way int, from, now time.Duration) {
 	p := c.peer(world)
 	e := &p.class(n).ways[way]
 	if way == byGet {
+		c.gets += now - from
 		e.add(float64((now - from).Nanoseconds()) * 1024 / float64(n))
 		return
 	}
@@ -361,8 +377,13 @@ func (c *rdmaChoice) note(world, n, way int, from, now time.Duration) {
 		return
 	}
 	p.inFlight = 0
+	c.busy--
 	if p.busyBytes > 0 {
-		e.add(float64((now - p.busyFrom).Nanoseconds()) * 1024 / float64(p.busyBytes))
+		// At least a tenth of the wall time: fragments move while Gets
+		// run too (the sender copies into the ring), so the whole Get
+		// time would overstate what came off.
+		dt := max(now-p.busyFrom-(c.gets-p.getsFrom), (now-p.busyFrom)/10)
+		e.add(float64(dt.Nanoseconds()) * 1024 / float64(p.busyBytes))
 	}
 }
 
