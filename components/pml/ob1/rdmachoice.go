@@ -372,11 +372,15 @@ func (c *rdmaChoice) note(world, n, way int, from, now time.Duration) {
 		e.add(float64((now - from).Nanoseconds()) * 1024 / float64(n))
 		return
 	}
+	if p.inFlight <= 0 || from < p.busyFrom {
+		// Given up on as lost (lostFlight) and ended after all: it began
+		// before the transfers now in flight, and is no longer counted.
+		return
+	}
 	p.last = now
 	if p.inFlight--; p.inFlight > 0 {
 		return
 	}
-	p.inFlight = 0
 	c.busy--
 	if p.busyBytes > 0 {
 		// At least a tenth of the wall time: fragments move while Gets

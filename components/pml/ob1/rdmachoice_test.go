@@ -177,6 +177,42 @@ func TestRDMAChoiceFragmentsBesideAWindowOfGets(t *testing.T) {
 	}
 }
 
+// A transfer by fragments given up on as lost (no end for lostFlight)
+// that ends after all neither adds a sample nor uncounts the peer's
+// transfers in flight since: the count of peers with fragments in flight,
+// which decides whether Gets are timed for them, stays right.
+func TestRDMAChoiceLateEndOfALostTransfer(t *testing.T) {
+	c := newRDMAChoice(true, time.Second, 8)
+	const n = 1 << 20
+	now := time.Millisecond
+	fragments := func() time.Duration { // the next transfer by fragments, left in flight
+		for i := 0; i < 1000; i++ {
+			if c.way(1, n, false, now) == byFragments {
+				return now
+			}
+			c.note(1, n, byGet, now, now+64*time.Microsecond)
+			now += 65 * time.Microsecond
+		}
+		t.Fatal("no transfer by fragments in 1000 choices")
+		return 0
+	}
+	lost := fragments()
+	now += 2 * lostFlight
+	fresh := fragments()
+	if c.busy != 1 {
+		t.Fatalf("after a lost transfer and a new one: %d peers busy, want 1", c.busy)
+	}
+	samples := c.peer(1).class(n).ways[byFragments].n
+	c.note(1, n, byFragments, lost, now+time.Microsecond)
+	if c.busy != 1 || c.peer(1).inFlight != 1 {
+		t.Fatalf("after the lost one's late end: %d peers busy, %d in flight; want 1 and 1 (the new one)", c.busy, c.peer(1).inFlight)
+	}
+	c.note(1, n, byFragments, fresh, now+40*time.Microsecond)
+	if c.busy != 0 || c.peer(1).class(n).ways[byFragments].n != samples+1 {
+		t.Fatalf("after the new one's end: %d peers busy, %d samples; want 0 and %d", c.busy, c.peer(1).class(n).ways[byFragments].n, samples+1)
+	}
+}
+
 // With pml_ob1_rdma_choice=always, every receive takes Get.
 func TestRDMAChoiceAlways(t *testing.T) {
 	c := newRDMAChoice(false, time.Millisecond, 8)
