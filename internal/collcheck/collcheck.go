@@ -356,6 +356,16 @@ func checkAllreduce(x *exec) error {
 		if err != nil {
 			return err
 		}
+		in, out := make([]uint64, n), make([]uint64, n)
+		err = x.do(fmt.Sprintf("allreduce of %d, not in place", n), allreduceF(c, in, out, affine), func(run int) {
+			fill(in, func(i int) uint64 { return xa(me, i+shift(run)) })
+			poison(out, 9)
+		}, func(run int) error {
+			return equal(out, gen(n, func(i int) uint64 { return composeAffine(0, p, i+shift(run)) }), "allreduce of a non-commutative op, not in place")
+		})
+		if err != nil {
+			return err
+		}
 	}
 	// MinLoc on pairs, LAnd on bool.
 	value := func(r, run int) mpi.Pair[float64, int] {

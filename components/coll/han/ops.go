@@ -266,34 +266,29 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) 
 		}
 		return parts[i*mine : (i+1)*mine]
 	}
+	// held is the input acc holds already: the one received into it, or
+	// this rank's own in place; -1 for none.
+	held := direct
+	if a.InPlace {
+		held = j
+	}
 	switch {
-	case direct >= 0 && a.Reducer.Commutative():
-		for i := 0; i < ppn; i++ {
-			if i != direct {
+	case held >= 0 && (held == last || a.Reducer.Commutative()):
+		// The rest in order, or, commutative, in any.
+		for i := last; i >= 0; i-- {
+			if i != held {
 				a.Reducer.Apply(x(i), acc)
 			}
 		}
-	case !a.InPlace:
-		if direct < 0 {
-			datatype.CopyCached(acc, own)
-		}
+	case held < 0:
+		// Not in place, this rank its node's last, the op not commutative.
+		datatype.CopyCached(acc, own)
 		for i := last - 1; i >= 0; i-- {
 			a.Reducer.Apply(x(i), acc)
-		}
-	case j == last:
-		// acc is this rank's input, x(last) already.
-		for i := last - 1; i >= 0; i-- {
-			a.Reducer.Apply(x(i), acc)
-		}
-	case a.Reducer.Commutative():
-		// acc holds x(j); the order is free.
-		for i := 0; i < ppn; i++ {
-			if i != j {
-				a.Reducer.Apply(x(i), acc)
-			}
 		}
 	default:
-		// acc holds x(j), which the order needs later: kept aside.
+		// In place and not commutative: acc holds x(j), which the order
+		// needs later; kept aside.
 		datatype.CopyCached(parts[j*mine:(j+1)*mine], own)
 		datatype.CopyCached(acc, parts[last*mine:])
 		for i := last - 1; i >= 0; i-- {
