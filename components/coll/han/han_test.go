@@ -186,6 +186,31 @@ func TestSpreadAllreduce(t *testing.T) {
 	}
 }
 
+// TestSpreadAllgather: the allgather that spreads its network phase over
+// every rank of a node, on nodes of equal sizes, consecutive and not, in
+// place and not, with empty blocks (allgatherv's zero counts).
+func TestSpreadAllgather(t *testing.T) {
+	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
+		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
+			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
+				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"allgather"}, Counts: []int{0, 1, 7, 1000}})
+			}, opts(nodes, mpitest.WithMCA(han.GatherSpreadParam, "1"))...)
+		})
+	}
+}
+
+// TestSpreadBcast: the bcast that spreads its network phase over every rank
+// of a node, from every root, on nodes of equal sizes, consecutive and not.
+func TestSpreadBcast(t *testing.T) {
+	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
+		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
+			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
+				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"bcast"}, AllRoots: true, Counts: []int{0, 1, 2, 7, 1000}})
+			}, opts(nodes, mpitest.WithMCA(han.BcastSpreadParam, "1"))...)
+		})
+	}
+}
+
 // A nonblocking allreduce on two nodes of two ranks runs han's phases: only
 // the leaders exchange over tcp (one message each a call), where the flat
 // algorithm below han has every rank send one (four a call), as it does

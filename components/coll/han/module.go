@@ -19,7 +19,13 @@ type module struct {
 	log     *mca.Logger
 	segment int
 	spread  int // coll_han_allreduce_spread_bytes
-	nbMax   int // coll_han_nonblocking_max_bytes
+	// gatherSpread is coll_han_allgather_spread_bytes: allgathers of at
+	// least this many bytes in all spread their network phase.
+	gatherSpread int
+	// bcastSpread is coll_han_bcast_spread_bytes: bcasts of at least this
+	// many bytes spread their network phase.
+	bcastSpread int
+	nbMax       int // coll_han_nonblocking_max_bytes
 	// gatherMax is coll_han_gather_max_bytes: larger blocks of a gather
 	// or scatter go below han.
 	gatherMax int
@@ -195,7 +201,7 @@ func (m *module) makeParts(c coll.Comm) error {
 	if m.parts.leaders, err = sp.Split([][]int{leaders}, agree); err != nil {
 		return fmt.Errorf("coll han: leaders' communicator of %s: %w", c.Name(), err)
 	}
-	if m.perNode > 1 && m.spread > 0 {
+	if m.perNode > 1 && (m.spread > 0 || m.gatherSpread > 0 || m.bcastSpread > 0) {
 		places := make([][]int, m.perNode)
 		for _, ranks := range m.nodes {
 			for j, r := range ranks {

@@ -61,6 +61,9 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 	f := m.enter()
 	defer m.leave(f)
 	me, buf := c.Rank(), a.Recv
+	if p.peers != nil && m.bcastSpread > 0 && len(buf) >= m.bcastSpread {
+		return m.spreadBcast(c, p, f, a)
+	}
 	k, k0 := m.node[me], m.node[a.Root]
 	segs := f.segments(len(buf), 1, m.segment)
 	start := func(lo, hi int) (func() error, error) {
@@ -78,6 +81,88 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 		then = nil
 	}
 	return pipeline(p, segs, nil, then, start)
+}
+
+// spreadBcast is bcast with every rank in the network phase: the buffer is
+// cut into one piece per rank of a node; the root hands each rank of its
+// node that rank's piece first, then the rest; every rank bcasts its piece
+// to the ranks in its place on the other nodes, and the ranks of those
+// nodes trade their pieces. The network carries the buffer once a node,
+// as from one leader, but from every rank of the root's node at once.
+func (m *module) spreadBcast(c coll.Comm, p *parts, f *frame, a *coll.Args) error {
+	me, buf := c.Rank(), a.Recv
+	k, j := m.node[me], m.local[me]
+	k0, j0 := m.node[a.Root], m.local[a.Root]
+	ppn := m.perNode
+	off, length := coll.Blocks(len(buf), 1, ppn)
+	piece := func(i int) []byte { return buf[off[i] : off[i]+length[i]] }
+	tag := ownTag(coll.Bcast)
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
+	post := func(send bool, b []byte, peer int) error {
+		if len(b) == 0 {
+			return nil
+		}
+		var r *pml.Request
+		var err error
+		if send {
+			r, err = p.node.Isend(b, peer, tag)
+		} else {
+			r, err = p.node.Irecv(b, peer, tag)
+		}
+		if err == nil {
+			reqs = append(reqs, r)
+		}
+		return err
+	}
+	var err error
+	switch {
+	case me == a.Root:
+		// Each rank's own piece first, so that its network phase can
+		// start while the rest arrives.
+		for i := 0; i < ppn && err == nil; i++ {
+			if i != j {
+				err = post(true, piece(i), i)
+			}
+		}
+		for i := 0; i < ppn && err == nil; i++ {
+			for h := 0; h < ppn && err == nil && i != j; h++ {
+				if h != i {
+					err = post(true, piece(h), i)
+				}
+			}
+		}
+	case k == k0:
+		for h := -1; h < ppn && err == nil; h++ {
+			switch {
+			case h < 0:
+				err = post(false, piece(j), j0)
+			case h != j:
+				err = post(false, piece(h), j0)
+			}
+		}
+		// This rank's piece is what its network phase needs.
+		if err == nil && len(reqs) > 0 && len(piece(j)) > 0 {
+			err = coll.WaitAll(p.node, reqs[0])
+			reqs = append(reqs[:0], reqs[1:]...)
+		}
+	}
+	if err == nil {
+		err = p.peers.Call(coll.Bcast, f.args(coll.Args{Recv: piece(j), Root: k0}))
+	}
+	if k != k0 {
+		for i := 0; i < ppn && err == nil; i++ {
+			if i != j {
+				if err = post(false, piece(i), i); err == nil {
+					err = post(true, piece(j), i)
+				}
+			}
+		}
+	}
+	if werr := coll.WaitAll(p.node, reqs...); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // reduce: each node reduces to its leader, the leaders reduce to the root's
@@ -533,6 +618,15 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 	f := m.enter()
 	defer m.leave(f)
 	size, me := c.Size(), c.Rank()
+	if p.peers != nil && m.gatherSpread > 0 {
+		total := 0
+		for r := 0; r < size; r++ {
+			total += count(r)
+		}
+		if total >= m.gatherSpread*size {
+			return m.spreadGatherAll(c, p, f, a, count, displ)
+		}
+	}
 	k := m.node[me]
 	nodeOff, nodeLen, rankOff, total, dense, mine := m.packedAll(f, c, a, count, displ)
 	all := a.Recv[:min(total, len(a.Recv))]
@@ -572,4 +666,73 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 		}
 	}
 	return nil
+}
+
+// spreadGatherAll is allgather(v) with every rank in the network phase:
+// each rank allgathers the blocks of the ranks in its place on every node
+// with them, straight into Recv, while its node's ranks trade their own
+// blocks; then they trade the blocks the network brought. Each block
+// crosses the network once a node, as through one leader, but every rank
+// carries its share at once, and no block is packed or copied twice.
+func (m *module) spreadGatherAll(c coll.Comm, p *parts, f *frame, a *coll.Args, count, displ func(r int) int) error {
+	me := c.Rank()
+	k, j := m.node[me], m.local[me]
+	block := func(r int) []byte { return a.Recv[displ(r) : displ(r)+count(r)] }
+	if !a.InPlace {
+		datatype.CopyCached(block(me), a.Send)
+	}
+	tag := ownTag(a.Op)
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
+	// trade posts node k2's blocks of this rank's place to the node's other
+	// ranks, and receives theirs. Every rank of the node trades the nodes
+	// in one order, so a pair's messages match in it.
+	trade := func(k2 int) error {
+		ranks := m.nodes[k2]
+		for i := range ranks {
+			if i == j || count(ranks[i]) == 0 {
+				continue
+			}
+			r, err := p.node.Irecv(block(ranks[i]), i, tag)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		if count(ranks[j]) == 0 {
+			return nil
+		}
+		for i := range ranks {
+			if i == j {
+				continue
+			}
+			r, err := p.node.Isend(block(ranks[j]), i, tag)
+			if err != nil {
+				return err
+			}
+			reqs = append(reqs, r)
+		}
+		return nil
+	}
+	err := trade(k)
+	if err == nil {
+		counts, displs := ints(f.lens, len(m.nodes)), ints(f.displs, len(m.nodes))
+		f.lens, f.displs = counts, displs
+		for k2, ranks := range m.nodes {
+			counts[k2], displs[k2] = count(ranks[j]), displ(ranks[j])
+		}
+		err = p.peers.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: counts, Displs: displs}))
+	}
+	for k2 := range m.nodes {
+		if err != nil {
+			break
+		}
+		if k2 != k {
+			err = trade(k2)
+		}
+	}
+	if werr := coll.WaitAll(p.node, reqs...); err == nil {
+		err = werr
+	}
+	return err
 }
