@@ -189,7 +189,7 @@ func TestHierarchicalCollectives(t *testing.T) {
 	t.Run("mpirun spread", func(t *testing.T) {
 		_ = verbose(t, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2",
 			"--mca", "coll_han_allreduce_spread_bytes", "8", "--mca", "coll_han_bcast_spread_bytes", "1",
-			"--mca", "coll_han_allgather_spread_bytes", "1", bin.coll)
+			"--mca", "coll_han_allgather_spread_bytes", "1", "--mca", "coll_han_scatter_spread_bytes", "1", bin.coll)
 	})
 	// han's nonblocking and persistent phases between processes on two
 	// hosts (several in flight, beside blocking ones and point-to-point).

@@ -211,6 +211,19 @@ func TestSpreadBcast(t *testing.T) {
 	}
 }
 
+// TestSpreadScatter: the scatter whose network phase the root's node's
+// ranks share, from every root, in place and not, on nodes of equal sizes,
+// consecutive and not.
+func TestSpreadScatter(t *testing.T) {
+	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
+		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
+			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
+				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"scatter"}, AllRoots: true, Counts: []int{1, 7, 1000}})
+			}, opts(nodes, mpitest.WithMCA(han.ScatterSpreadParam, "1"))...)
+		})
+	}
+}
+
 // A nonblocking allreduce on two nodes of two ranks runs han's phases: only
 // the leaders exchange over tcp (one message each a call), where the flat
 // algorithm below han has every rank send one (four a call), as it does

@@ -25,7 +25,10 @@ type module struct {
 	// bcastSpread is coll_han_bcast_spread_bytes: bcasts of at least this
 	// many bytes spread their network phase.
 	bcastSpread int
-	nbMax       int // coll_han_nonblocking_max_bytes
+	// scatterSpread is coll_han_scatter_spread_bytes: scatters of blocks
+	// of at least this many bytes spread their network phase.
+	scatterSpread int
+	nbMax         int // coll_han_nonblocking_max_bytes
 	// gatherMax is coll_han_gather_max_bytes: larger blocks of a gather
 	// or scatter go below han.
 	gatherMax int
@@ -201,7 +204,7 @@ func (m *module) makeParts(c coll.Comm) error {
 	if m.parts.leaders, err = sp.Split([][]int{leaders}, agree); err != nil {
 		return fmt.Errorf("coll han: leaders' communicator of %s: %w", c.Name(), err)
 	}
-	if m.perNode > 1 && (m.spread > 0 || m.gatherSpread > 0 || m.bcastSpread > 0) {
+	if m.perNode > 1 && (m.spread > 0 || m.gatherSpread > 0 || m.bcastSpread > 0 || m.scatterSpread > 0) {
 		places := make([][]int, m.perNode)
 		for _, ranks := range m.nodes {
 			for j, r := range ranks {

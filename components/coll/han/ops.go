@@ -497,12 +497,16 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 	if a.InPlace {
 		block = len(a.Send) / size
 	}
-	if block == 0 || m.gatherMax > 0 && block > m.gatherMax {
+	spread := m.scatterSpread > 0 && block >= m.scatterSpread && m.perNode > 1
+	if block == 0 || !spread && m.gatherMax > 0 && block > m.gatherMax {
 		return m.passBelow(c, a)
 	}
 	p, err := m.setup(c)
 	if err != nil {
 		return err
+	}
+	if spread && p.peers != nil {
+		return m.spreadScatter(c, p, a, block)
 	}
 	f := m.enter()
 	defer m.leave(f)
@@ -561,6 +565,88 @@ func (m *module) scatter(c coll.Comm, a *coll.Args) error {
 		}
 	}
 	return p.low(coll.Scatter, coll.Scatter, na)
+}
+
+// spreadScatter is scatter with every rank of the root's node in the
+// network phase: the root sends each rank of its node the blocks of the
+// ranks in that rank's place on the other nodes, then its own block; each
+// passes them on over the network as they arrive, as the root does its
+// own place's. The root's network share is one place's instead of every
+// rank's off its node; the others' is a copy within the node more.
+func (m *module) spreadScatter(c coll.Comm, p *parts, a *coll.Args, block int) error {
+	me := c.Rank()
+	k := m.node[me]
+	k0, j0 := m.node[a.Root], m.local[a.Root]
+	tag := ownTag(coll.Scatter)
+	reqs := a.Requests()
+	defer func() { a.PutRequests(reqs) }()
+	post := func(sub coll.Sub, send bool, b []byte, peer int) error {
+		var r *pml.Request
+		var err error
+		if send {
+			r, err = sub.Isend(b, peer, tag)
+		} else {
+			r, err = sub.Irecv(b, peer, tag)
+		}
+		if err == nil {
+			reqs = append(reqs, r)
+		}
+		return err
+	}
+	var err error
+	switch {
+	case me == a.Root:
+		from := func(r int) []byte { return a.Send[r*block : (r+1)*block] }
+		for k2, ranks := range m.nodes {
+			if k2 != k0 && err == nil {
+				err = post(p.peers, true, from(ranks[j0]), k2)
+			}
+		}
+		for i := 0; i < m.perNode && err == nil; i++ {
+			if i == j0 {
+				continue
+			}
+			for k2, ranks := range m.nodes {
+				if k2 != k0 && err == nil {
+					err = post(p.node, true, from(ranks[i]), i)
+				}
+			}
+			if err == nil {
+				err = post(p.node, true, from(m.nodes[k0][i]), i)
+			}
+		}
+		if err == nil && !a.InPlace {
+			datatype.CopyCached(a.Recv, from(me))
+		}
+	case k == k0:
+		// Each block for the network is passed on as soon as it is here.
+		relay := a.Scratch.Get((len(m.nodes) - 1) * block)
+		defer a.Scratch.Put(relay)
+		at := 0
+		for k2 := range m.nodes {
+			if k2 == k0 || err != nil {
+				continue
+			}
+			b := relay[at : at+block]
+			at += block
+			var r *pml.Request
+			if r, err = p.node.Irecv(b, j0, tag); err == nil {
+				err = coll.WaitAll(p.node, r)
+			}
+			if err == nil {
+				err = post(p.peers, true, b, k2)
+			}
+		}
+		if err == nil {
+			err = post(p.node, false, a.Recv, j0)
+		}
+	default:
+		err = post(p.peers, false, a.Recv, k0)
+	}
+	if werr := coll.WaitAll(p.node, reqs...); err == nil {
+		err = werr
+	}
+	return err
 }
 
 // allgather: each node gathers to its leader, the leaders allgather the
