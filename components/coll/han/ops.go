@@ -99,22 +99,7 @@ func (m *module) spreadBcast(c coll.Comm, p *parts, f *frame, a *coll.Args) erro
 	tag := ownTag(coll.Bcast)
 	reqs := a.Requests()
 	defer func() { a.PutRequests(reqs) }()
-	post := func(send bool, b []byte, peer int) error {
-		if len(b) == 0 {
-			return nil
-		}
-		var r *pml.Request
-		var err error
-		if send {
-			r, err = p.node.Isend(b, peer, tag)
-		} else {
-			r, err = p.node.Irecv(b, peer, tag)
-		}
-		if err == nil {
-			reqs = append(reqs, r)
-		}
-		return err
-	}
+	post := func(send bool, b []byte, peer int) error { return postMessage(&reqs, p.node, send, b, peer, tag) }
 	var err error
 	switch {
 	case me == a.Root:
@@ -581,17 +566,7 @@ func (m *module) spreadScatter(c coll.Comm, p *parts, a *coll.Args, block int) e
 	reqs := a.Requests()
 	defer func() { a.PutRequests(reqs) }()
 	post := func(sub coll.Sub, send bool, b []byte, peer int) error {
-		var r *pml.Request
-		var err error
-		if send {
-			r, err = sub.Isend(b, peer, tag)
-		} else {
-			r, err = sub.Irecv(b, peer, tag)
-		}
-		if err == nil {
-			reqs = append(reqs, r)
-		}
-		return err
+		return postMessage(&reqs, sub, send, b, peer, tag)
 	}
 	var err error
 	switch {
@@ -775,30 +750,18 @@ func (m *module) spreadGatherAll(c coll.Comm, p *parts, f *frame, a *coll.Args, 
 	// in one order, so a pair's messages match in it.
 	trade := func(k2 int) error {
 		ranks := m.nodes[k2]
-		for i := range ranks {
-			if i == j || count(ranks[i]) == 0 {
-				continue
+		var err error
+		for i := 0; i < len(ranks) && err == nil; i++ {
+			if i != j {
+				err = postMessage(&reqs, p.node, false, block(ranks[i]), i, tag)
 			}
-			r, err := p.node.Irecv(block(ranks[i]), i, tag)
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
 		}
-		if count(ranks[j]) == 0 {
-			return nil
-		}
-		for i := range ranks {
-			if i == j {
-				continue
+		for i := 0; i < len(ranks) && err == nil; i++ {
+			if i != j {
+				err = postMessage(&reqs, p.node, true, block(ranks[j]), i, tag)
 			}
-			r, err := p.node.Isend(block(ranks[j]), i, tag)
-			if err != nil {
-				return err
-			}
-			reqs = append(reqs, r)
 		}
-		return nil
+		return err
 	}
 	err := trade(k)
 	if err == nil {
@@ -819,6 +782,26 @@ func (m *module) spreadGatherAll(c coll.Comm, p *parts, f *frame, a *coll.Args, 
 	}
 	if werr := coll.WaitAll(p.node, reqs...); err == nil {
 		err = werr
+	}
+	return err
+}
+
+// postMessage starts a send or a receive of b with peer on sub and adds it
+// to reqs. An empty b posts nothing: both ends know its length, and the
+// spread forms' pieces and blocks may be empty.
+func postMessage(reqs *[]*pml.Request, sub coll.Sub, send bool, b []byte, peer, tag int) error {
+	if len(b) == 0 {
+		return nil
+	}
+	var r *pml.Request
+	var err error
+	if send {
+		r, err = sub.Isend(b, peer, tag)
+	} else {
+		r, err = sub.Irecv(b, peer, tag)
+	}
+	if err == nil {
+		*reqs = append(*reqs, r)
 	}
 	return err
 }
