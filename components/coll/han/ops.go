@@ -111,23 +111,25 @@ func (m *module) spreadBcast(c coll.Comm, p *parts, f *frame, a *coll.Args) erro
 			}
 		}
 		for i := 0; i < ppn && err == nil; i++ {
-			for h := 0; h < ppn && err == nil && i != j; h++ {
+			if i == j {
+				continue
+			}
+			for h := 0; h < ppn && err == nil; h++ {
 				if h != i {
 					err = post(true, piece(h), i)
 				}
 			}
 		}
 	case k == k0:
-		for h := -1; h < ppn && err == nil; h++ {
-			switch {
-			case h < 0:
-				err = post(false, piece(j), j0)
-			case h != j:
+		err = post(false, piece(j), j0)
+		mine := len(reqs) // 1, or 0 for an empty piece
+		for h := 0; h < ppn && err == nil; h++ {
+			if h != j {
 				err = post(false, piece(h), j0)
 			}
 		}
 		// This rank's piece is what its network phase needs.
-		if err == nil && len(reqs) > 0 && len(piece(j)) > 0 {
+		if err == nil && mine == 1 {
 			err = coll.WaitAll(p.node, reqs[0])
 			reqs = append(reqs[:0], reqs[1:]...)
 		}
@@ -594,26 +596,31 @@ func (m *module) spreadScatter(c coll.Comm, p *parts, a *coll.Args, block int) e
 			datatype.CopyCached(a.Recv, from(me))
 		}
 	case k == k0:
-		// Each block for the network is passed on as soon as it is here.
-		relay := a.Scratch.Get((len(m.nodes) - 1) * block)
+		// Every block is asked for at once; each for the network is passed
+		// on as soon as it is here (a Wait frees its request: these are
+		// kept apart from reqs, which are waited at the end).
+		others := len(m.nodes) - 1
+		relay := a.Scratch.Get(others * block)
 		defer a.Scratch.Put(relay)
-		at := 0
-		for k2 := range m.nodes {
-			if k2 == k0 || err != nil {
-				continue
-			}
-			b := relay[at : at+block]
-			at += block
-			var r *pml.Request
-			if r, err = p.node.Irecv(b, j0, tag); err == nil {
-				err = coll.WaitAll(p.node, r)
-			}
-			if err == nil {
-				err = post(p.peers, true, b, k2)
-			}
+		arriving := make([]*pml.Request, 0, others)
+		for h := 0; h < others && err == nil; h++ {
+			err = postMessage(&arriving, p.node, false, relay[h*block:(h+1)*block], j0, tag)
 		}
 		if err == nil {
 			err = post(p.node, false, a.Recv, j0)
+		}
+		h := 0
+		for k2 := range m.nodes {
+			if k2 == k0 || h >= len(arriving) {
+				continue
+			}
+			werr := coll.WaitAll(p.node, arriving[h])
+			if err == nil {
+				if err = werr; err == nil {
+					err = post(p.peers, true, relay[h*block:(h+1)*block], k2)
+				}
+			}
+			h++
 		}
 	default:
 		err = post(p.peers, false, a.Recv, k0)
