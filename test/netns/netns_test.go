@@ -186,11 +186,17 @@ func TestHierarchicalCollectives(t *testing.T) {
 	})
 	// The spread forms (every rank of a host on the network) at every size
 	// the suite runs, not only the large ones they take by default.
-	t.Run("mpirun spread", func(t *testing.T) {
-		_ = verbose(t, bin.mpirun, "--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2",
-			"--mca", "coll_han_allreduce_spread_bytes", "8", "--mca", "coll_han_bcast_spread_bytes", "1",
-			"--mca", "coll_han_allgather_spread_bytes", "1", "--mca", "coll_han_scatter_spread_bytes", "1", bin.coll)
-	})
+	for _, mode := range []string{"", "nonblocking"} {
+		t.Run(strings.TrimSpace("mpirun spread "+mode), func(t *testing.T) {
+			args := []string{"--mca", "plm_rsh_agent", script("agent.sh"), "--host", "a:2,b:2",
+				"--mca", "coll_han_allreduce_spread_bytes", "8", "--mca", "coll_han_bcast_spread_bytes", "1",
+				"--mca", "coll_han_allgather_spread_bytes", "1", "--mca", "coll_han_scatter_spread_bytes", "1", bin.coll}
+			if mode != "" {
+				args = append(args, mode)
+			}
+			_ = verbose(t, bin.mpirun, args...)
+		})
+	}
 	// han's nonblocking and persistent phases between processes on two
 	// hosts (several in flight, beside blocking ones and point-to-point).
 	for _, mode := range []string{"nonblocking", "persistent"} {

@@ -172,15 +172,24 @@ func TestOneNode(t *testing.T) {
 }
 
 // TestSpreadAllreduce: the allreduce that spreads its network phase over
-// every rank of a node, on nodes of equal sizes, consecutive and not, in
-// place and not, with blocks of zero elements (one element over two
+// every rank of a node, blocking, nonblocking and persistent, on nodes of
+// equal sizes, consecutive and not, in place and not, with blocks of zero elements (one element over two
 // ranks) and a non-commutative op (collcheck's affine, on consecutive
 // nodes only: han passes it below otherwise).
 func TestSpreadAllreduce(t *testing.T) {
 	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
 		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
 			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"allreduce"}, Counts: []int{1, 7, 1000}})
+				// Nonblocking and persistent too: the same steps as a plan
+				// (several in flight, beside blocking calls and
+				// point-to-point).
+				for _, mode := range []collcheck.Mode{collcheck.Blocking, collcheck.Nonblocking, collcheck.Persistent} {
+					o := collcheck.Options{Only: []string{"allreduce"}, Counts: []int{1, 7, 1000}, Mode: mode, Runs: 2}
+					if err := collcheck.Run(r.CommWorld(), o); err != nil {
+						return fmt.Errorf("%s: %w", mode, err)
+					}
+				}
+				return nil
 			}, opts(nodes, mpitest.WithMCA("coll_han_allreduce_spread_bytes", "8"))...)
 		})
 	}

@@ -1,6 +1,8 @@
 package han
 
 import (
+	"slices"
+
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
@@ -14,8 +16,11 @@ import (
 // algorithm (tuned's, over shm within a node and tcp between the leaders:
 // see plan for why not sm's), and started when the phase before it
 // completes; a rooted call whose root is not its node's leader ends with a
-// message from the leader. Without this, a nonblocking collective on a
-// communicator over several nodes ran the flat algorithm below han.
+// message from the leader. A large allreduce runs the blocking spread
+// form's steps instead (the node's exchange, the fold, the peers'
+// allreduce, the node's allgatherv). Without this, a nonblocking
+// collective on a communicator over several nodes ran the flat algorithm
+// below han.
 
 // NBFunc fills the nonblocking slots of the operations han runs as a fixed
 // list of phases.
@@ -59,7 +64,7 @@ func (m *module) takesNB(c coll.Comm, a *coll.Args) bool {
 	case coll.Bcast:
 		return fits(len(a.Recv))
 	case coll.Allreduce:
-		return fits(len(a.Recv)) && m.keepsOrder(a)
+		return (fits(len(a.Recv)) || m.spreads(len(a.Recv))) && m.keepsOrder(a)
 	case coll.Reduce:
 		return fits(len(a.Input())) && m.keepsOrder(a)
 	case coll.Gather:
@@ -109,6 +114,17 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 		}
 		pl.add(p.node, coll.Bcast, coll.Args{Recv: a.Recv})
 	case coll.Allreduce:
+		if m.spreads(n) {
+			// The blocking spread form's steps: the node's exchange (in the
+			// window of the node's last phase), the fold, the peers'
+			// allreduce, the node's allgatherv.
+			s := m.cutSpread(c, a, pl.lend(m.spreadScratch(a)))
+			exchange := pl.messages(p.node, s.exchange(), -1)
+			pl.copying(s.fold)
+			pl.add(p.peers, coll.Allreduce, coll.Args{Recv: s.acc, InPlace: true, Reducer: a.Reducer})
+			pl.phases[exchange].tagFrom = pl.add(p.node, coll.Allgatherv, coll.Args{Recv: a.Recv, InPlace: true, Counts: s.length, Displs: s.off})
+			break
+		}
 		if p.leaders != nil {
 			pl.add(p.node, coll.Reduce, coll.Args{Send: a.Send, Recv: a.Recv, InPlace: a.InPlace, Reducer: a.Reducer})
 			pl.add(p.leaders, coll.Allreduce, coll.Args{Recv: a.Recv, InPlace: true, Reducer: a.Reducer})
@@ -303,7 +319,15 @@ func (pl *phasePlan) add(sub coll.Sub, op coll.Op, a coll.Args) int {
 // message adds a step that sends buf to, or receives it from, rank peer
 // of sub, in the window of phase tagFrom's run.
 func (pl *phasePlan) message(sub coll.Sub, send bool, buf []byte, peer, tagFrom int) int {
-	pl.phases = append(pl.phases, phase{sub: sub, plan: &messageStep{sub: sub, send: send, buf: buf, peer: peer}, tagFrom: tagFrom})
+	return pl.messages(sub, []message{{send: send, buf: buf, peer: peer}}, tagFrom)
+}
+
+// messages adds a step of several messages on sub, started at once. Empty
+// ones are left out (both ends know their lengths), so that the step's
+// requests are its messages, in order.
+func (pl *phasePlan) messages(sub coll.Sub, msgs []message, tagFrom int) int {
+	msgs = slices.DeleteFunc(msgs, func(x message) bool { return len(x.buf) == 0 })
+	pl.phases = append(pl.phases, phase{sub: sub, plan: &messageStep{sub: sub, msgs: msgs}, tagFrom: tagFrom})
 	return len(pl.phases) - 1
 }
 
@@ -395,44 +419,56 @@ func (pl *phasePlan) Free() {
 // the scratch it holds do not change: nothing it chose can go stale.
 func (pl *phasePlan) Reusable() bool { return true }
 
-// messageStep is one message of a plan on a part: the hand-over between a
-// rooted operation's root and its node's leader.
+// messageStep is messages of a plan on a part, all started at once and
+// done when all are: the hand-over between a rooted operation's root and
+// its node's leader, or a spread allreduce's node exchange.
 type messageStep struct {
 	sub  coll.Sub
-	send bool
-	buf  []byte
-	peer int
-	req  *pml.Request
+	msgs []message
+	reqs []*pml.Request
 }
 
-func (s *messageStep) Start(tag int) (err error) {
-	if s.send {
-		s.req, err = s.sub.Isend(s.buf, s.peer, tag)
-	} else {
-		s.req, err = s.sub.Irecv(s.buf, s.peer, tag)
+func (s *messageStep) Start(tag int) error {
+	s.reqs = s.reqs[:0]
+	for _, x := range s.msgs {
+		if err := postMessage(&s.reqs, s.sub, x.send, x.buf, x.peer, tag); err != nil {
+			return err
+		}
 	}
-	return err
+	return nil
 }
 
 func (s *messageStep) Progress() (bool, error) {
-	if !s.req.Done() {
-		return false, nil
+	for _, r := range s.reqs {
+		if !r.Done() {
+			return false, nil
+		}
 	}
-	st, err := s.req.Wait()
-	s.req = nil
-	if err == nil && !s.send && st.Count != len(s.buf) {
-		err = mpierr.Errorf(mpierr.ErrCount, "coll han: %d bytes from rank %d of %s, want %d", st.Count, s.peer, s.sub.Name(), len(s.buf))
+	// Every request is waited (a Wait gives it back); the first error is
+	// the step's.
+	var first error
+	for i, r := range s.reqs {
+		st, err := r.Wait()
+		if x := s.msgs[i]; err == nil && !x.send && st.Count != len(x.buf) {
+			err = mpierr.Errorf(mpierr.ErrCount, "coll han: %d bytes from rank %d of %s, want %d", st.Count, x.peer, s.sub.Name(), len(x.buf))
+		}
+		if first == nil {
+			first = err
+		}
 	}
-	return true, err
+	s.reqs = s.reqs[:0]
+	return true, first
 }
 
-// Free takes back a receive still posted (a plan abandoned before its run
-// ended), so that nothing writes into the buffer after.
+// Free takes back receives still posted (a plan abandoned before its run
+// ended), so that nothing writes into their buffers after.
 func (s *messageStep) Free() {
-	if s.req != nil && !s.req.Done() {
-		s.req.Cancel()
+	for _, r := range s.reqs {
+		if !r.Done() {
+			r.Cancel()
+		}
 	}
-	s.req = nil
+	s.reqs = nil
 }
 
 // localStep is a copy of a plan's, done when the steps before it are.

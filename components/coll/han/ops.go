@@ -1,6 +1,8 @@
 package han
 
 import (
+	"slices"
+
 	"github.com/gompi/gompi/datatype"
 	"github.com/gompi/gompi/frameworks/coll"
 	"github.com/gompi/gompi/frameworks/pml"
@@ -237,7 +239,7 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 	}
 	f := m.enter()
 	defer m.leave(f)
-	if p.peers != nil && n >= m.spread {
+	if m.spreads(n) {
 		return m.spreadAllreduce(c, p, f, a)
 	}
 	in := a.Input()
@@ -273,52 +275,16 @@ func (m *module) allreduce(c coll.Comm, a *coll.Args) error {
 // blocks. The network carries what one leader per node would send, from
 // every rank at once, and the node phases move each byte once.
 func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) error {
-	ppn, j := m.perNode, m.local[c.Rank()]
-	last := ppn - 1
-	in := a.Input()
-	off, length := coll.Blocks(len(a.Recv), a.Reducer.Size, ppn)
-	mine := length[j]
-	own := in[off[j] : off[j]+mine]
-	acc := a.Recv[off[j] : off[j]+mine]
-	// parts[i] is node rank i's contribution to this rank's block. One of
-	// them (direct) goes straight into acc when acc is not this rank's own
-	// input (in place) and the reduction may start from it: any one for a
-	// commutative op, the last rank's otherwise.
-	parts := a.Scratch.Get(ppn * mine)
+	parts := a.Scratch.Get(m.spreadScratch(a))
 	defer a.Scratch.Put(parts)
-	direct := -1
-	if !a.InPlace {
-		switch {
-		case j != last:
-			direct = last
-		case a.Reducer.Commutative() && ppn > 1:
-			direct = last - 1
-		}
-	}
-	into := func(i int) []byte {
-		if i == direct {
-			return acc
-		}
-		return parts[i*mine : (i+1)*mine]
-	}
+	s := m.cutSpread(c, a, parts)
 	tag := ownTag(coll.Allreduce)
 	reqs := a.Requests()
 	defer func() { a.PutRequests(reqs) }()
 	var err error
-	for i := 0; i < ppn && err == nil; i++ {
-		if i != j {
-			var r *pml.Request
-			if r, err = p.node.Irecv(into(i), i, tag); err == nil {
-				reqs = append(reqs, r)
-			}
-		}
-	}
-	for i := 0; i < ppn && err == nil; i++ {
-		if i != j {
-			var r *pml.Request
-			if r, err = p.node.Isend(in[off[i]:off[i]+length[i]], i, tag); err == nil {
-				reqs = append(reqs, r)
-			}
+	for _, x := range s.exchange() {
+		if err = postMessage(&reqs, p.node, x.send, x.buf, x.peer, tag); err != nil {
+			break
 		}
 	}
 	if werr := coll.WaitAll(p.node, reqs...); err == nil {
@@ -327,20 +293,114 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) 
 	if err != nil {
 		return err
 	}
-	// In node rank order, for ops that are not commutative: x0 op (x1 op
-	// (… op x(ppn-1))), each x read where it is (this rank's in its input)
-	// rather than copied together first: at 1 MiB on 2 × 2 ranks those
-	// copies were a third of the node phase's bytes. Every send has
-	// completed: Recv may be written.
+	s.fold()
+	if err := p.peers.Call(coll.Allreduce, f.args(coll.Args{Recv: s.acc, InPlace: true, Reducer: a.Reducer})); err != nil {
+		return err
+	}
+	return p.node.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: s.length, Displs: s.off}))
+}
+
+// spreads reports whether an allreduce of n bytes spreads its network
+// phase (the peers' parts exist whenever it can).
+func (m *module) spreads(n int) bool { return m.perNode > 1 && m.spread > 0 && n >= m.spread }
+
+// spreadCut is one rank's part of a spread allreduce: the node's blocks
+// (off, length), this rank's block of the result (acc) and of its input
+// (own), and where the other ranks' inputs for its block arrive.
+type spreadCut struct {
+	a           *coll.Args
+	j, last     int
+	off, length []int
+	own, acc    []byte
+	// parts[i] is node rank i's contribution to this rank's block. One of
+	// them (direct) goes straight into acc when acc is not this rank's own
+	// input (in place) and the reduction may start from it: any one for a
+	// commutative op, the last rank's otherwise; -1 for none.
+	parts  []byte
+	direct int
+}
+
+// message is one send or receive of a node exchange.
+type message struct {
+	send bool
+	buf  []byte
+	peer int
+}
+
+// spreadScratch is the bytes of scratch a spread allreduce's cut needs.
+func (m *module) spreadScratch(a *coll.Args) int {
+	_, length := coll.Blocks(len(a.Recv), a.Reducer.Size, m.perNode)
+	return m.perNode * slices.Max(length)
+}
+
+// cutSpread cuts a's buffers for this rank, parts (spreadScratch bytes)
+// holding the others' inputs.
+func (m *module) cutSpread(c coll.Comm, a *coll.Args, parts []byte) *spreadCut {
+	ppn, j := m.perNode, m.local[c.Rank()]
+	s := &spreadCut{a: a, j: j, last: ppn - 1, direct: -1}
+	in := a.Input()
+	s.off, s.length = coll.Blocks(len(a.Recv), a.Reducer.Size, ppn)
+	mine := s.length[j]
+	s.own = in[s.off[j] : s.off[j]+mine]
+	s.acc = a.Recv[s.off[j] : s.off[j]+mine]
+	s.parts = parts[:ppn*mine]
+	if !a.InPlace {
+		switch {
+		case j != s.last:
+			s.direct = s.last
+		case a.Reducer.Commutative() && ppn > 1:
+			s.direct = s.last - 1
+		}
+	}
+	return s
+}
+
+// part is node rank i's contribution to this rank's block, where it
+// arrives.
+func (s *spreadCut) part(i int) []byte {
+	if i == s.direct {
+		return s.acc
+	}
+	mine := len(s.acc)
+	return s.parts[i*mine : (i+1)*mine]
+}
+
+// exchange is the node's messages: each other rank's contribution to this
+// rank's block received, this rank's input for theirs sent.
+func (s *spreadCut) exchange() []message {
+	in := s.a.Input()
+	var msgs []message
+	for i := 0; i <= s.last; i++ {
+		if i != s.j {
+			msgs = append(msgs, message{buf: s.part(i), peer: i})
+		}
+	}
+	for i := 0; i <= s.last; i++ {
+		if i != s.j {
+			msgs = append(msgs, message{send: true, buf: in[s.off[i] : s.off[i]+s.length[i]], peer: i})
+		}
+	}
+	return msgs
+}
+
+// fold reduces the node's inputs for this rank's block into acc, once the
+// exchange is done (every send complete: Recv may be written). In node
+// rank order, for ops that are not commutative: x0 op (x1 op (… op
+// x(last))), each x read where it is (this rank's in its input) rather
+// than copied together first: at 1 MiB on 2 × 2 ranks those copies were a
+// third of the node phase's bytes.
+func (s *spreadCut) fold() {
+	a, acc, last, j := s.a, s.acc, s.last, s.j
+	mine := len(acc)
 	x := func(i int) []byte {
 		if i == j {
-			return own
+			return s.own
 		}
-		return parts[i*mine : (i+1)*mine]
+		return s.parts[i*mine : (i+1)*mine]
 	}
 	// held is the input acc holds already: the one received into it, or
 	// this rank's own in place; -1 for none.
-	held := direct
+	held := s.direct
 	if a.InPlace {
 		held = j
 	}
@@ -354,23 +414,19 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) 
 		}
 	case held < 0:
 		// Not in place, this rank its node's last, the op not commutative.
-		datatype.CopyCached(acc, own)
+		datatype.CopyCached(acc, s.own)
 		for i := last - 1; i >= 0; i-- {
 			a.Reducer.Apply(x(i), acc)
 		}
 	default:
 		// In place and not commutative: acc holds x(j), which the order
 		// needs later; kept aside.
-		datatype.CopyCached(parts[j*mine:(j+1)*mine], own)
-		datatype.CopyCached(acc, parts[last*mine:])
+		datatype.CopyCached(s.parts[j*mine:(j+1)*mine], s.own)
+		datatype.CopyCached(acc, s.parts[last*mine:])
 		for i := last - 1; i >= 0; i-- {
-			a.Reducer.Apply(parts[i*mine:(i+1)*mine], acc)
+			a.Reducer.Apply(s.parts[i*mine:(i+1)*mine], acc)
 		}
 	}
-	if err := p.peers.Call(coll.Allreduce, f.args(coll.Args{Recv: acc, InPlace: true, Reducer: a.Reducer})); err != nil {
-		return err
-	}
-	return p.node.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: length, Displs: off}))
 }
 
 // packed returns, for blocks of counts[r] bytes per rank, each node's
