@@ -171,6 +171,19 @@ func TestOneNode(t *testing.T) {
 	}
 }
 
+// everyMode runs o's checks blocking, nonblocking and persistent (several
+// in flight, beside blocking calls and point-to-point): the spread forms
+// run as plans of the same steps.
+func everyMode(c *mpi.Comm, o collcheck.Options) error {
+	for _, mode := range []collcheck.Mode{collcheck.Blocking, collcheck.Nonblocking, collcheck.Persistent} {
+		o.Mode, o.Runs = mode, 2
+		if err := collcheck.Run(c, o); err != nil {
+			return fmt.Errorf("%s: %w", mode, err)
+		}
+	}
+	return nil
+}
+
 // TestSpreadAllreduce: the allreduce that spreads its network phase over
 // every rank of a node, blocking, nonblocking and persistent, on nodes of
 // equal sizes, consecutive and not, in place and not, with blocks of zero elements (one element over two
@@ -180,41 +193,34 @@ func TestSpreadAllreduce(t *testing.T) {
 	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
 		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
 			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				// Nonblocking and persistent too: the same steps as a plan
-				// (several in flight, beside blocking calls and
-				// point-to-point).
-				for _, mode := range []collcheck.Mode{collcheck.Blocking, collcheck.Nonblocking, collcheck.Persistent} {
-					o := collcheck.Options{Only: []string{"allreduce"}, Counts: []int{1, 7, 1000}, Mode: mode, Runs: 2}
-					if err := collcheck.Run(r.CommWorld(), o); err != nil {
-						return fmt.Errorf("%s: %w", mode, err)
-					}
-				}
-				return nil
+				return everyMode(r.CommWorld(), collcheck.Options{Only: []string{"allreduce"}, Counts: []int{1, 7, 1000}})
 			}, opts(nodes, mpitest.WithMCA("coll_han_allreduce_spread_bytes", "8"))...)
 		})
 	}
 }
 
 // TestSpreadAllgather: the allgather that spreads its network phase over
-// every rank of a node, on nodes of equal sizes, consecutive and not, in
-// place and not, with empty blocks (allgatherv's zero counts).
+// every rank of a node, blocking, nonblocking and persistent, on nodes of
+// equal sizes, consecutive and not, in place and not, with empty blocks
+// (allgatherv's zero counts).
 func TestSpreadAllgather(t *testing.T) {
 	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
 		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
 			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"allgather"}, Counts: []int{0, 1, 7, 1000}})
+				return everyMode(r.CommWorld(), collcheck.Options{Only: []string{"allgather"}, Counts: []int{0, 1, 7, 1000}})
 			}, opts(nodes, mpitest.WithMCA(han.GatherSpreadParam, "1"))...)
 		})
 	}
 }
 
 // TestSpreadBcast: the bcast that spreads its network phase over every rank
-// of a node, from every root, on nodes of equal sizes, consecutive and not.
+// of a node, blocking, nonblocking and persistent, from every root, on
+// nodes of equal sizes, consecutive and not.
 func TestSpreadBcast(t *testing.T) {
 	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
 		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
 			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"bcast"}, AllRoots: true, Counts: []int{0, 1, 2, 7, 1000}})
+				return everyMode(r.CommWorld(), collcheck.Options{Only: []string{"bcast"}, AllRoots: true, Counts: []int{0, 1, 2, 7, 1000}})
 			}, opts(nodes, mpitest.WithMCA(han.BcastSpreadParam, "1"))...)
 		})
 	}

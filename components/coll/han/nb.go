@@ -62,7 +62,7 @@ func (m *module) takesNB(c coll.Comm, a *coll.Args) bool {
 	case coll.Barrier:
 		return true
 	case coll.Bcast:
-		return fits(len(a.Recv))
+		return fits(len(a.Recv)) || m.bcastSpreads(len(a.Recv))
 	case coll.Allreduce:
 		return (fits(len(a.Recv)) || m.spreads(len(a.Recv))) && m.keepsOrder(a)
 	case coll.Reduce:
@@ -71,7 +71,7 @@ func (m *module) takesNB(c coll.Comm, a *coll.Args) bool {
 		return fits(len(a.Send)*c.Size()) || a.InPlace && fits(len(a.Recv))
 	case coll.Allgather, coll.Allgatherv:
 		_, _, total := blocksOf(c, a)
-		return fits(total)
+		return fits(total) || m.gatherSpreads(total, c.Size())
 	}
 	return false
 }
@@ -100,6 +100,17 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 		}
 		pl.add(p.node, coll.Barrier, coll.Args{})
 	case coll.Bcast:
+		if m.bcastSpreads(n) {
+			// The blocking spread form's steps: the root's node's hand-out,
+			// the peers' bcast, the other nodes' trade; the node's steps on
+			// every rank of it, in the window of a run's tag of the node.
+			cut := m.cutBcast(c, a)
+			out := pl.messages(p.node, cut.handOut(), -1)
+			pl.phases[out].tagFrom = out
+			pl.add(p.peers, coll.Bcast, coll.Args{Recv: cut.piece(cut.j), Root: cut.k0})
+			pl.messages(p.node, cut.trade(), out)
+			break
+		}
 		if k == k0 && a.Root != m.leader(k0) {
 			// The root's node has the data after its own bcast, as in the
 			// blocking form; its leader then serves the other nodes.
@@ -159,6 +170,21 @@ func (m *module) plan(c coll.Comm, a *coll.Args) (coll.Plan, error) {
 	case coll.Gather:
 		m.planGather(c, a, p, pl)
 	case coll.Allgather, coll.Allgatherv:
+		if count, displ, total := blocksOf(c, a); m.gatherSpreads(total, c.Size()) {
+			// The blocking spread form's steps: the own block into Recv,
+			// the peers' allgatherv, the node's trade of every node's
+			// blocks (its own's too: a plan's steps run one at a time).
+			cut := m.cutGatherAll(c, a, count, displ, make([]int, len(m.nodes)), make([]int, len(m.nodes)))
+			pl.copying(cut.ownIn)
+			pl.add(p.peers, coll.Allgatherv, coll.Args{Recv: a.Recv, InPlace: true, Counts: cut.counts, Displs: cut.displs})
+			var msgs []message
+			for k2 := range m.nodes {
+				msgs = append(msgs, cut.trade(k2)...)
+			}
+			trade := pl.messages(p.node, msgs, -1)
+			pl.phases[trade].tagFrom = trade
+			break
+		}
 		m.planGatherAll(c, a, p, pl)
 	}
 	pl.op = a.Op
@@ -292,11 +318,13 @@ type phase struct {
 	args coll.Args // the sub-plan's, alive as long as it
 	plan coll.Plan
 	tag  int // this run's, taken at Start
+	base int // the run's tag taken from sub, when it took one
 	// tagFrom, for a message step, is the phase whose run window its tag
 	// is in (at han's own phase, ownTag): every rank of the node takes
-	// that phase's tag, where only two send and receive the message.
-	// -1: the phase takes a tag of its own from sub, or none (a copy,
-	// which has no sub).
+	// that phase's tag, where only two send and receive the message. A
+	// message step that is its own tagFrom takes a run's tag from sub
+	// (every rank of the node has it, empty on some). -1: the phase takes
+	// a tag of its own from sub, or none (a copy, which has no sub).
 	tagFrom int
 }
 
@@ -364,14 +392,15 @@ func (pl *phasePlan) lend(n int) []byte {
 // happen to complete, which is not.
 func (pl *phasePlan) Start(int) error {
 	for i := range pl.phases {
-		if ph := &pl.phases[i]; ph.tagFrom < 0 && ph.sub != nil {
-			ph.tag = ph.sub.NBTag()
+		if ph := &pl.phases[i]; (ph.tagFrom < 0 || ph.tagFrom == i) && ph.sub != nil {
+			ph.base = ph.sub.NBTag()
+			ph.tag = ph.base
 		}
 	}
 	for i := range pl.phases {
 		if ph := &pl.phases[i]; ph.tagFrom >= 0 {
 			var err error
-			if ph.tag, err = coll.RunTag(pl.phases[ph.tagFrom].tag, ownTag(pl.op)); err != nil {
+			if ph.tag, err = coll.RunTag(pl.phases[ph.tagFrom].base, ownTag(pl.op)); err != nil {
 				return err
 			}
 		}
@@ -430,12 +459,7 @@ type messageStep struct {
 
 func (s *messageStep) Start(tag int) error {
 	s.reqs = s.reqs[:0]
-	for _, x := range s.msgs {
-		if err := postMessage(&s.reqs, s.sub, x.send, x.buf, x.peer, tag); err != nil {
-			return err
-		}
-	}
-	return nil
+	return postMessages(&s.reqs, s.sub, s.msgs, tag)
 }
 
 func (s *messageStep) Progress() (bool, error) {

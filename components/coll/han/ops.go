@@ -63,7 +63,7 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 	f := m.enter()
 	defer m.leave(f)
 	me, buf := c.Rank(), a.Recv
-	if p.peers != nil && m.bcastSpread > 0 && len(buf) >= m.bcastSpread {
+	if m.bcastSpreads(len(buf)) {
 		return m.spreadBcast(c, p, f, a)
 	}
 	k, k0 := m.node[me], m.node[a.Root]
@@ -92,66 +92,91 @@ func (m *module) bcast(c coll.Comm, a *coll.Args) error {
 // nodes trade their pieces. The network carries the buffer once a node,
 // as from one leader, but from every rank of the root's node at once.
 func (m *module) spreadBcast(c coll.Comm, p *parts, f *frame, a *coll.Args) error {
-	me, buf := c.Rank(), a.Recv
-	k, j := m.node[me], m.local[me]
-	k0, j0 := m.node[a.Root], m.local[a.Root]
-	ppn := m.perNode
-	off, length := coll.Blocks(len(buf), 1, ppn)
-	piece := func(i int) []byte { return buf[off[i] : off[i]+length[i]] }
+	cut := m.cutBcast(c, a)
 	tag := ownTag(coll.Bcast)
 	reqs := a.Requests()
 	defer func() { a.PutRequests(reqs) }()
-	post := func(send bool, b []byte, peer int) error { return postMessage(&reqs, p.node, send, b, peer, tag) }
-	var err error
-	switch {
-	case me == a.Root:
-		// Each rank's own piece first, so that its network phase can
-		// start while the rest arrives.
-		for i := 0; i < ppn && err == nil; i++ {
-			if i != j {
-				err = post(true, piece(i), i)
-			}
-		}
-		for i := 0; i < ppn && err == nil; i++ {
-			if i == j {
-				continue
-			}
-			for h := 0; h < ppn && err == nil; h++ {
-				if h != i {
-					err = post(true, piece(h), i)
-				}
-			}
-		}
-	case k == k0:
-		err = post(false, piece(j), j0)
-		mine := len(reqs) // 1, or 0 for an empty piece
-		for h := 0; h < ppn && err == nil; h++ {
-			if h != j {
-				err = post(false, piece(h), j0)
-			}
-		}
-		// This rank's piece is what its network phase needs.
-		if err == nil && mine == 1 {
-			err = coll.WaitAll(p.node, reqs[0])
-			reqs = append(reqs[:0], reqs[1:]...)
-		}
+	err := postMessages(&reqs, p.node, cut.handOut(), tag)
+	// A rank of the root's node needs its own piece, which comes first,
+	// for its network phase; the rest arrives meanwhile.
+	if err == nil && cut.k == cut.k0 && c.Rank() != a.Root && len(reqs) > 0 && len(cut.piece(cut.j)) > 0 {
+		err = coll.WaitAll(p.node, reqs[0])
+		reqs = append(reqs[:0], reqs[1:]...)
 	}
 	if err == nil {
-		err = p.peers.Call(coll.Bcast, f.args(coll.Args{Recv: piece(j), Root: k0}))
+		err = p.peers.Call(coll.Bcast, f.args(coll.Args{Recv: cut.piece(cut.j), Root: cut.k0}))
 	}
-	if k != k0 {
-		for i := 0; i < ppn && err == nil; i++ {
-			if i != j {
-				if err = post(false, piece(i), i); err == nil {
-					err = post(true, piece(j), i)
-				}
-			}
-		}
+	if err == nil {
+		err = postMessages(&reqs, p.node, cut.trade(), tag)
 	}
 	if werr := coll.WaitAll(p.node, reqs...); err == nil {
 		err = werr
 	}
 	return err
+}
+
+// bcastCut is one rank's part of a spread bcast: the buffer's pieces, one
+// per rank of a node, and where this rank and the root are.
+type bcastCut struct {
+	buf          []byte
+	off, length  []int
+	root         bool
+	k, j, k0, j0 int
+	ppn          int
+}
+
+func (m *module) cutBcast(c coll.Comm, a *coll.Args) *bcastCut {
+	me := c.Rank()
+	b := &bcastCut{buf: a.Recv, root: me == a.Root, k: m.node[me], j: m.local[me], k0: m.node[a.Root], j0: m.local[a.Root], ppn: m.perNode}
+	b.off, b.length = coll.Blocks(len(a.Recv), 1, b.ppn)
+	return b
+}
+
+func (b *bcastCut) piece(i int) []byte { return b.buf[b.off[i] : b.off[i]+b.length[i]] }
+
+// handOut is the root's node's messages: the root sends each rank of its
+// node that rank's piece first (its network phase needs it), then the
+// rest, and they receive them in that order. None elsewhere.
+func (b *bcastCut) handOut() []message {
+	var msgs []message
+	switch {
+	case b.root:
+		for i := 0; i < b.ppn; i++ {
+			if i != b.j {
+				msgs = append(msgs, message{send: true, buf: b.piece(i), peer: i})
+			}
+		}
+		for i := 0; i < b.ppn; i++ {
+			for h := 0; h < b.ppn && i != b.j; h++ {
+				if h != i {
+					msgs = append(msgs, message{send: true, buf: b.piece(h), peer: i})
+				}
+			}
+		}
+	case b.k == b.k0:
+		msgs = append(msgs, message{buf: b.piece(b.j), peer: b.j0})
+		for h := 0; h < b.ppn; h++ {
+			if h != b.j {
+				msgs = append(msgs, message{buf: b.piece(h), peer: b.j0})
+			}
+		}
+	}
+	return msgs
+}
+
+// trade is the other nodes' messages after the network phase: each rank
+// sends its piece to the others of its node and receives theirs.
+func (b *bcastCut) trade() []message {
+	if b.k == b.k0 {
+		return nil
+	}
+	var msgs []message
+	for i := 0; i < b.ppn; i++ {
+		if i != b.j {
+			msgs = append(msgs, message{buf: b.piece(i), peer: i}, message{send: true, buf: b.piece(b.j), peer: i})
+		}
+	}
+	return msgs
 }
 
 // reduce: each node reduces to its leader, the leaders reduce to the root's
@@ -281,12 +306,7 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) 
 	tag := ownTag(coll.Allreduce)
 	reqs := a.Requests()
 	defer func() { a.PutRequests(reqs) }()
-	var err error
-	for _, x := range s.exchange() {
-		if err = postMessage(&reqs, p.node, x.send, x.buf, x.peer, tag); err != nil {
-			break
-		}
-	}
+	err := postMessages(&reqs, p.node, s.exchange(), tag)
 	if werr := coll.WaitAll(p.node, reqs...); err == nil {
 		err = werr
 	}
@@ -300,9 +320,18 @@ func (m *module) spreadAllreduce(c coll.Comm, p *parts, f *frame, a *coll.Args) 
 	return p.node.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: s.length, Displs: s.off}))
 }
 
-// spreads reports whether an allreduce of n bytes spreads its network
-// phase (the peers' parts exist whenever it can).
+// spreads, bcastSpreads and gatherSpreads report whether an allreduce or
+// bcast of n bytes, or an allgather(v) of total bytes over size ranks,
+// spreads its network phase (the peers' parts exist whenever one can).
 func (m *module) spreads(n int) bool { return m.perNode > 1 && m.spread > 0 && n >= m.spread }
+
+func (m *module) bcastSpreads(n int) bool {
+	return m.perNode > 1 && m.bcastSpread > 0 && n >= m.bcastSpread
+}
+
+func (m *module) gatherSpreads(total, size int) bool {
+	return m.perNode > 1 && m.gatherSpread > 0 && total >= m.gatherSpread*size
+}
 
 // spreadCut is one rank's part of a spread allreduce: the node's blocks
 // (off, length), this rank's block of the result (acc) and of its input
@@ -742,14 +771,12 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 	f := m.enter()
 	defer m.leave(f)
 	size, me := c.Size(), c.Rank()
-	if p.peers != nil && m.gatherSpread > 0 {
-		total := 0
-		for r := 0; r < size; r++ {
-			total += count(r)
-		}
-		if total >= m.gatherSpread*size {
-			return m.spreadGatherAll(c, p, f, a, count, displ)
-		}
+	total := 0
+	for r := 0; r < size; r++ {
+		total += count(r)
+	}
+	if m.gatherSpreads(total, size) {
+		return m.spreadGatherAll(c, p, f, a, count, displ)
 	}
 	k := m.node[me]
 	nodeOff, nodeLen, rankOff, total, dense, mine := m.packedAll(f, c, a, count, displ)
@@ -799,54 +826,82 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 // crosses the network once a node, as through one leader, but every rank
 // carries its share at once, and no block is packed or copied twice.
 func (m *module) spreadGatherAll(c coll.Comm, p *parts, f *frame, a *coll.Args, count, displ func(r int) int) error {
-	me := c.Rank()
-	k, j := m.node[me], m.local[me]
-	block := func(r int) []byte { return a.Recv[displ(r) : displ(r)+count(r)] }
-	if !a.InPlace {
-		datatype.CopyCached(block(me), a.Send)
-	}
+	cut := m.cutGatherAll(c, a, count, displ, ints(f.lens, len(m.nodes)), ints(f.displs, len(m.nodes)))
+	f.lens, f.displs = cut.counts, cut.displs
+	cut.ownIn()
 	tag := ownTag(a.Op)
 	reqs := a.Requests()
 	defer func() { a.PutRequests(reqs) }()
-	// trade posts node k2's blocks of this rank's place to the node's other
-	// ranks, and receives theirs. Every rank of the node trades the nodes
-	// in one order, so a pair's messages match in it.
-	trade := func(k2 int) error {
-		ranks := m.nodes[k2]
-		var err error
-		for i := 0; i < len(ranks) && err == nil; i++ {
-			if i != j {
-				err = postMessage(&reqs, p.node, false, block(ranks[i]), i, tag)
-			}
-		}
-		for i := 0; i < len(ranks) && err == nil; i++ {
-			if i != j {
-				err = postMessage(&reqs, p.node, true, block(ranks[j]), i, tag)
-			}
-		}
-		return err
-	}
-	err := trade(k)
+	err := postMessages(&reqs, p.node, cut.trade(cut.k), tag)
 	if err == nil {
-		counts, displs := ints(f.lens, len(m.nodes)), ints(f.displs, len(m.nodes))
-		f.lens, f.displs = counts, displs
-		for k2, ranks := range m.nodes {
-			counts[k2], displs[k2] = count(ranks[j]), displ(ranks[j])
-		}
-		err = p.peers.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: counts, Displs: displs}))
+		err = p.peers.Call(coll.Allgatherv, f.args(coll.Args{Recv: a.Recv, InPlace: true, Counts: cut.counts, Displs: cut.displs}))
 	}
 	for k2 := range m.nodes {
-		if err != nil {
-			break
-		}
-		if k2 != k {
-			err = trade(k2)
+		if k2 != cut.k && err == nil {
+			err = postMessages(&reqs, p.node, cut.trade(k2), tag)
 		}
 	}
 	if werr := coll.WaitAll(p.node, reqs...); err == nil {
 		err = werr
 	}
 	return err
+}
+
+// gatherAllCut is one rank's part of a spread allgather(v): the blocks of
+// its place's ranks on every node (counts, displs: the peers' allgatherv).
+type gatherAllCut struct {
+	m              *module
+	a              *coll.Args
+	count, displ   func(r int) int
+	k, j           int
+	counts, displs []int
+}
+
+func (m *module) cutGatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) int, counts, displs []int) *gatherAllCut {
+	me := c.Rank()
+	g := &gatherAllCut{m: m, a: a, count: count, displ: displ, k: m.node[me], j: m.local[me], counts: counts, displs: displs}
+	for k2, ranks := range m.nodes {
+		counts[k2], displs[k2] = count(ranks[g.j]), displ(ranks[g.j])
+	}
+	return g
+}
+
+func (g *gatherAllCut) block(r int) []byte { return g.a.Recv[g.displ(r) : g.displ(r)+g.count(r)] }
+
+// ownIn puts this rank's block where Recv holds it, unless it is there.
+func (g *gatherAllCut) ownIn() {
+	if !g.a.InPlace {
+		datatype.CopyCached(g.block(g.m.nodes[g.k][g.j]), g.a.Send)
+	}
+}
+
+// trade is node k2's blocks of this rank's place sent to the node's other
+// ranks, and theirs received. Every rank of the node trades the nodes in
+// one order, so a pair's messages match in it.
+func (g *gatherAllCut) trade(k2 int) []message {
+	ranks := g.m.nodes[k2]
+	var msgs []message
+	for i := range ranks {
+		if i != g.j {
+			msgs = append(msgs, message{buf: g.block(ranks[i]), peer: i})
+		}
+	}
+	for i := range ranks {
+		if i != g.j {
+			msgs = append(msgs, message{send: true, buf: g.block(ranks[g.j]), peer: i})
+		}
+	}
+	return msgs
+}
+
+// postMessages posts msgs in order (postMessage), up to the first error.
+func postMessages(reqs *[]*pml.Request, sub coll.Sub, msgs []message, tag int) error {
+	for _, x := range msgs {
+		if err := postMessage(reqs, sub, x.send, x.buf, x.peer, tag); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // postMessage starts a send or a receive of b with peer on sub and adds it
