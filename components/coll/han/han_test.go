@@ -184,58 +184,36 @@ func everyMode(c *mpi.Comm, o collcheck.Options) error {
 	return nil
 }
 
-// TestSpreadAllreduce: the allreduce that spreads its network phase over
-// every rank of a node, blocking, nonblocking and persistent, on nodes of
-// equal sizes, consecutive and not, in place and not, with blocks of zero elements (one element over two
-// ranks) and a non-commutative op (collcheck's affine, on consecutive
-// nodes only: han passes it below otherwise).
-func TestSpreadAllreduce(t *testing.T) {
-	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
-		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
-			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return everyMode(r.CommWorld(), collcheck.Options{Only: []string{"allreduce"}, Counts: []int{1, 7, 1000}})
-			}, opts(nodes, mpitest.WithMCA("coll_han_allreduce_spread_bytes", "8"))...)
-		})
+// TestSpreadForms: the allreduce, allgather(v) and bcast that spread their
+// network phase over every rank of a node, and the scatter that spreads
+// the root's sending, blocking, nonblocking and persistent (several in
+// flight), on nodes of equal sizes, consecutive and not, in place and not,
+// from every root. With the threshold at its lowest every call spreads;
+// at 64 bytes the small counts do not, so spread and leader calls are in
+// flight together. Allreduce: blocks of zero elements (one element over
+// two ranks) and a non-commutative op (collcheck's affine, on consecutive
+// nodes only: han passes it below otherwise); allgatherv: zero counts.
+func TestSpreadForms(t *testing.T) {
+	forms := []struct {
+		check, param, lowest string
+		counts               []int
+	}{
+		{"allreduce", han.SpreadBytesParam, "8", []int{1, 7, 1000}},
+		{"allgather", han.GatherSpreadParam, "1", []int{0, 1, 7, 1000}},
+		{"bcast", han.BcastSpreadParam, "1", []int{0, 1, 2, 7, 1000}},
+		{"scatter", han.ScatterSpreadParam, "1", []int{1, 7, 1000}},
 	}
-}
-
-// TestSpreadAllgather: the allgather that spreads its network phase over
-// every rank of a node, blocking, nonblocking and persistent, on nodes of
-// equal sizes, consecutive and not, in place and not, with empty blocks
-// (allgatherv's zero counts).
-func TestSpreadAllgather(t *testing.T) {
-	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
-		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
-			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return everyMode(r.CommWorld(), collcheck.Options{Only: []string{"allgather"}, Counts: []int{0, 1, 7, 1000}})
-			}, opts(nodes, mpitest.WithMCA(han.GatherSpreadParam, "1"))...)
-		})
-	}
-}
-
-// TestSpreadBcast: the bcast that spreads its network phase over every rank
-// of a node, blocking, nonblocking and persistent, from every root, on
-// nodes of equal sizes, consecutive and not.
-func TestSpreadBcast(t *testing.T) {
-	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
-		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
-			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return everyMode(r.CommWorld(), collcheck.Options{Only: []string{"bcast"}, AllRoots: true, Counts: []int{0, 1, 2, 7, 1000}})
-			}, opts(nodes, mpitest.WithMCA(han.BcastSpreadParam, "1"))...)
-		})
-	}
-}
-
-// TestSpreadScatter: the scatter whose network phase the root's node's
-// ranks share, from every root, in place and not, on nodes of equal sizes,
-// consecutive and not.
-func TestSpreadScatter(t *testing.T) {
-	for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
-		t.Run(fmt.Sprint(nodes), func(t *testing.T) {
-			mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
-				return collcheck.Run(r.CommWorld(), collcheck.Options{Only: []string{"scatter"}, AllRoots: true, Counts: []int{1, 7, 1000}})
-			}, opts(nodes, mpitest.WithMCA(han.ScatterSpreadParam, "1"))...)
-		})
+	for _, form := range forms {
+		for _, threshold := range []string{form.lowest, "64"} {
+			for _, nodes := range [][]int{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 2, 0, 1, 2}} {
+				t.Run(fmt.Sprint(form.check, "/", threshold, "/", nodes), func(t *testing.T) {
+					mpitest.Run(t, len(nodes), func(r *mpitest.Rank) error {
+						o := collcheck.Options{Only: []string{form.check}, AllRoots: true, Counts: form.counts}
+						return everyMode(r.CommWorld(), o)
+					}, opts(nodes, mpitest.WithMCA(form.param, threshold))...)
+				})
+			}
+		}
 	}
 }
 
