@@ -826,8 +826,8 @@ func (m *module) gatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) i
 // crosses the network once a node, as through one leader, but every rank
 // carries its share at once, and no block is packed or copied twice.
 func (m *module) spreadGatherAll(c coll.Comm, p *parts, f *frame, a *coll.Args, count, displ func(r int) int) error {
-	cut := m.cutGatherAll(c, a, count, displ, ints(f.lens, len(m.nodes)), ints(f.displs, len(m.nodes)))
-	f.lens, f.displs = cut.counts, cut.displs
+	f.lens, f.displs = ints(f.lens, len(m.nodes)), ints(f.displs, len(m.nodes))
+	cut := m.cutGatherAll(c, a, count, displ, f.lens, f.displs)
 	cut.ownIn()
 	tag := ownTag(a.Op)
 	reqs := a.Requests()
@@ -847,31 +847,36 @@ func (m *module) spreadGatherAll(c coll.Comm, p *parts, f *frame, a *coll.Args, 
 	return err
 }
 
-// gatherAllCut is one rank's part of a spread allgather(v): the blocks of
-// its place's ranks on every node (counts, displs: the peers' allgatherv).
+// gatherAllCut is one rank's part of a spread allgather(v): every rank's
+// block in Recv, and the blocks of its place's ranks on every node
+// (counts, displs: the peers' allgatherv). It holds the blocks rather than
+// count and displ, which every allgather passes: kept, they would escape
+// for the calls that do not spread too (a small allgather allocates
+// nothing).
 type gatherAllCut struct {
 	m              *module
 	a              *coll.Args
-	count, displ   func(r int) int
 	k, j           int
+	blocks         [][]byte
 	counts, displs []int
 }
 
 func (m *module) cutGatherAll(c coll.Comm, a *coll.Args, count, displ func(r int) int, counts, displs []int) *gatherAllCut {
 	me := c.Rank()
-	g := &gatherAllCut{m: m, a: a, count: count, displ: displ, k: m.node[me], j: m.local[me], counts: counts, displs: displs}
+	g := &gatherAllCut{m: m, a: a, k: m.node[me], j: m.local[me], blocks: make([][]byte, c.Size()), counts: counts, displs: displs}
+	for r := range g.blocks {
+		g.blocks[r] = a.Recv[displ(r) : displ(r)+count(r)]
+	}
 	for k2, ranks := range m.nodes {
 		counts[k2], displs[k2] = count(ranks[g.j]), displ(ranks[g.j])
 	}
 	return g
 }
 
-func (g *gatherAllCut) block(r int) []byte { return g.a.Recv[g.displ(r) : g.displ(r)+g.count(r)] }
-
 // ownIn puts this rank's block where Recv holds it, unless it is there.
 func (g *gatherAllCut) ownIn() {
 	if !g.a.InPlace {
-		datatype.CopyCached(g.block(g.m.nodes[g.k][g.j]), g.a.Send)
+		datatype.CopyCached(g.blocks[g.m.nodes[g.k][g.j]], g.a.Send)
 	}
 }
 
@@ -883,12 +888,12 @@ func (g *gatherAllCut) trade(k2 int) []message {
 	var msgs []message
 	for i := range ranks {
 		if i != g.j {
-			msgs = append(msgs, message{buf: g.block(ranks[i]), peer: i})
+			msgs = append(msgs, message{buf: g.blocks[ranks[i]], peer: i})
 		}
 	}
 	for i := range ranks {
 		if i != g.j {
-			msgs = append(msgs, message{send: true, buf: g.block(ranks[g.j]), peer: i})
+			msgs = append(msgs, message{send: true, buf: g.blocks[ranks[g.j]], peer: i})
 		}
 	}
 	return msgs
